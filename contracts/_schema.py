@@ -1,0 +1,234 @@
+"""Port schemas: JSON Schema Draft 2020-12, a closed subset, checked fail-closed.
+
+A keyword a validator does not know is silently ignored by JSON Schema; for a
+spec that governs what may enter durable state that is a hole (a misspelled
+``maxLenght`` would accept anything). So every schema in a spec is walked and
+each keyword must be one this module knows: an asserting keyword we enforce,
+an annotation, or a structural keyword. Known keywords that would not be
+enforced (``$dynamicRef``, ``contentSchema``, remote ``$ref``, unknown
+``format`` values) are refused as unsupported.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import SchemaError
+
+from contracts._canonical import canonical_bytes
+from contracts._errors import ErrorCode, ExecsysError, error
+
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+
+#: Keywords whose value is one subschema.
+_SCHEMA_VALUED = frozenset(
+    {
+        "not",
+        "if",
+        "then",
+        "else",
+        "items",
+        "additionalProperties",
+        "propertyNames",
+        "contains",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+#: Keywords whose value is a list of subschemas.
+_SCHEMA_LIST_VALUED = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+#: Keywords whose value maps names to subschemas.
+_SCHEMA_MAP_VALUED = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+#: Keywords whose value is data, not a schema.
+_VALUE_KEYWORDS = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "required",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "format",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$ref",
+        "$schema",
+    }
+)
+#: Keywords JSON Schema defines but this product does not enforce.
+_UNSUPPORTED = frozenset(
+    {
+        "$id",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "$vocabulary",
+        "definitions",
+        "dependencies",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+    }
+)
+#: ``format`` values enforced without optional third-party checkers.
+SUPPORTED_FORMATS = frozenset(
+    {"date", "email", "ipv4", "ipv6", "regex", "uuid", "json-pointer", "relative-json-pointer"}
+)
+_KNOWN = _SCHEMA_VALUED | _SCHEMA_LIST_VALUED | _SCHEMA_MAP_VALUED | _VALUE_KEYWORDS
+_FORMAT_CHECKER = FormatChecker(sorted(SUPPORTED_FORMATS))
+
+
+def _walk(schema: Any, path: str, root: Mapping[str, Any]) -> Iterator[ExecsysError]:
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, Mapping):
+        yield error(
+            ErrorCode.SCHEMA_INVALID,
+            "a schema must be an object or a boolean",
+            path=path,
+            expected="a JSON Schema object",
+        )
+        return
+    for key, value in schema.items():
+        where = f"{path}.{key}"
+        if key in _UNSUPPORTED:
+            yield error(
+                ErrorCode.SCHEMA_UNSUPPORTED_KEYWORD,
+                f"JSON Schema keyword '{key}' is not supported",
+                path=where,
+                expected="a keyword from the supported Draft 2020-12 subset (docs/spec.md)",
+            )
+        elif key not in _KNOWN:
+            close = difflib.get_close_matches(str(key), sorted(_KNOWN), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            yield error(
+                ErrorCode.SCHEMA_UNKNOWN_KEYWORD,
+                f"unknown JSON Schema keyword '{key}'{hint}",
+                path=where,
+                expected="a Draft 2020-12 keyword",
+            )
+        elif key in _SCHEMA_VALUED:
+            yield from _walk(value, where, root)
+        elif key in _SCHEMA_LIST_VALUED:
+            if isinstance(value, list):
+                for i, sub in enumerate(value):
+                    yield from _walk(sub, f"{where}.{i}", root)
+        elif key in _SCHEMA_MAP_VALUED:
+            if isinstance(value, Mapping):
+                for name, sub in value.items():
+                    yield from _walk(sub, f"{where}.{name}", root)
+        elif key == "$schema" and value != DRAFT_2020_12:
+            yield error(
+                ErrorCode.SCHEMA_UNSUPPORTED_KEYWORD,
+                f"schema dialect {value!r} is not supported",
+                path=where,
+                expected=DRAFT_2020_12,
+            )
+        elif key == "$ref" and not (isinstance(value, str) and value.startswith("#/$defs/")):
+            yield error(
+                ErrorCode.SCHEMA_UNSUPPORTED_KEYWORD,
+                f"$ref {value!r} is not a local '#/$defs/...' reference",
+                path=where,
+                expected="a reference of the form '#/$defs/NAME'",
+            )
+        elif key == "$ref":
+            name = value.removeprefix("#/$defs/")
+            defs = root.get("$defs")
+            if not isinstance(defs, Mapping) or name not in defs:
+                yield error(
+                    ErrorCode.SCHEMA_INVALID,
+                    f"$ref names '{name}', which $defs does not declare",
+                    path=where,
+                    expected="a name declared under $defs",
+                )
+        elif key == "format" and value not in SUPPORTED_FORMATS:
+            yield error(
+                ErrorCode.SCHEMA_UNSUPPORTED_KEYWORD,
+                f"format {value!r} is not enforced",
+                path=where,
+                expected="one of " + ", ".join(sorted(SUPPORTED_FORMATS)),
+            )
+
+
+def check_schema(schema: Any, path: str) -> None:
+    """Refuse ``schema`` unless every keyword is known, supported and well-formed.
+
+    Raises the first problem found as an :class:`ExecsysError`.
+    """
+    root = schema if isinstance(schema, Mapping) else {}
+    for problem in _walk(schema, path, root):
+        raise problem
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = ".".join([path, *(str(p) for p in exc.absolute_path)])
+        raise error(
+            ErrorCode.SCHEMA_INVALID,
+            f"invalid JSON Schema: {exc.message}",
+            path=where,
+            expected="a valid Draft 2020-12 schema",
+        ) from None
+
+
+@lru_cache(maxsize=4096)
+def _validator_for(key: bytes) -> Draft202012Validator:
+    import json
+
+    return Draft202012Validator(json.loads(key), format_checker=_FORMAT_CHECKER)
+
+
+def validator_for(schema: Any) -> Draft202012Validator:
+    """Return a (cached) validator for an already checked schema."""
+    return _validator_for(canonical_bytes(schema))
+
+
+def validation_problem(schema: Any, instance: Any) -> tuple[str, str] | None:
+    """Validate ``instance``; return ``(path, message)`` of the first problem or ``None``."""
+    validator = validator_for(schema)
+    best = None
+    for problem in validator.iter_errors(instance):
+        if best is None or list(problem.absolute_path) < list(best.absolute_path):
+            best = problem
+    if best is None:
+        return None
+    return ".".join(str(p) for p in best.absolute_path), best.message
+
+
+def enum_values(schema: Any) -> list[Any] | None:
+    """Return the closed set of values ``schema`` admits, or ``None`` if it is open.
+
+    Recognises ``{"enum": [...]}`` and ``{"const": x}`` (possibly with a ``type``).
+    """
+    if not isinstance(schema, Mapping):
+        return None
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return list(schema["enum"])
+    if "const" in schema:
+        return [schema["const"]]
+    return None

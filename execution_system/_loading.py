@@ -1,0 +1,214 @@
+"""Reading user documents (specs, inputs, configs, policies) safely.
+
+Every document goes through :func:`load_document`: a bounded size, UTF-8 text,
+YAML or JSON, no duplicate keys, no YAML anchors/aliases (they let a small file
+expand into a huge one), a bounded nesting depth. Anything else is one
+catalogued error, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contracts import ErrorCode, error
+
+#: Largest document accepted, in bytes. Specs of thousands of nodes fit easily.
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+#: Deepest nesting accepted (objects and arrays).
+MAX_DEPTH = 64
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases and duplicate keys."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise _Refusal(
+                ErrorCode.YAML_ALIAS_REFUSED,
+                "YAML aliases are not accepted",
+                f"line {event.start_mark.line + 1}",
+            )
+        if self.check_event(yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            if getattr(event, "anchor", None):
+                raise _Refusal(
+                    ErrorCode.YAML_ALIAS_REFUSED,
+                    "YAML anchors are not accepted",
+                    f"line {event.start_mark.line + 1}",
+                )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise _Refusal(
+                    ErrorCode.DUPLICATE_KEY,
+                    f"key {key!r} appears twice",
+                    f"line {key_node.start_mark.line + 1}",
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+# Timestamps and other implicit YAML types would not survive JSON; keep them strings.
+for _first, _resolvers in list(_StrictLoader.yaml_implicit_resolvers.items()):
+    _StrictLoader.yaml_implicit_resolvers[_first] = [
+        (tag, regexp) for tag, regexp in _resolvers if tag != "tag:yaml.org,2002:timestamp"
+    ]
+
+
+class _Refusal(Exception):
+    def __init__(self, code: ErrorCode, message: str, where: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.where = where
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _Refusal(ErrorCode.DUPLICATE_KEY, f"key {key!r} appears twice", "")
+        result[key] = value
+    return result
+
+
+def _depth_ok(value: Any) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        if isinstance(current, dict):
+            stack.extend((v, depth + 1) for v in current.values())
+        elif isinstance(current, list):
+            stack.extend((v, depth + 1) for v in current)
+    return True
+
+
+def parse_document(data: bytes, *, name: str, json_only: bool = False) -> Any:
+    """Parse bytes as YAML (a superset of JSON) or, if ``json_only``, strict JSON."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise error(
+            ErrorCode.FILE_TOO_LARGE,
+            f"document is {len(data)} bytes",
+            path=name,
+            expected=f"at most {MAX_DOCUMENT_BYTES} bytes",
+        )
+    if not data.strip():
+        raise error(ErrorCode.FILE_EMPTY, "document is empty", path=name)
+    if b"\x00" in data:
+        raise error(ErrorCode.FILE_NOT_TEXT, "document contains NUL bytes", path=name)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            ErrorCode.FILE_NOT_TEXT,
+            f"document is not UTF-8 (byte {exc.start})",
+            path=name,
+            expected="UTF-8 text",
+        ) from None
+    limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 200))
+        if json_only:
+            value = json.loads(text, object_pairs_hook=_no_duplicates)
+        else:
+            value = yaml.load(text, Loader=_StrictLoader)
+    except _Refusal as exc:
+        where = f"{name}:{exc.where}" if exc.where else name
+        raise error(exc.code, exc.message, path=where) from None
+    except RecursionError:
+        raise error(
+            ErrorCode.DOCUMENT_TOO_DEEP,
+            "document nests too deeply",
+            path=name,
+            expected=f"at most {MAX_DEPTH} levels",
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise error(
+            ErrorCode.PARSE_ERROR,
+            f"invalid JSON: {exc.msg}",
+            path=f"{name}:line {exc.lineno}",
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{name}:line {mark.line + 1}" if mark is not None else name
+        problem = getattr(exc, "problem", None) or "malformed document"
+        raise error(ErrorCode.PARSE_ERROR, f"invalid YAML: {problem}", path=where) from None
+    except (ValueError, TypeError) as exc:
+        raise error(ErrorCode.PARSE_ERROR, f"unreadable document: {exc}", path=name) from None
+    finally:
+        sys.setrecursionlimit(limit)
+    if not _depth_ok(value):
+        raise error(
+            ErrorCode.DOCUMENT_TOO_DEEP,
+            "document nests too deeply",
+            path=name,
+            expected=f"at most {MAX_DEPTH} levels",
+        )
+    _check_json_native(value, name)
+    return value
+
+
+def _check_json_native(value: Any, name: str) -> None:
+    stack = [value]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            for key, sub in current.items():
+                if not isinstance(key, str):
+                    raise error(
+                        ErrorCode.PARSE_ERROR,
+                        f"mapping key {key!r} is not a string",
+                        path=name,
+                        expected="string keys (quote keys like 1, true or null)",
+                    )
+                stack.append(sub)
+        elif isinstance(current, list):
+            stack.extend(current)
+        elif isinstance(current, float) and current != current:  # NaN
+            raise error(ErrorCode.PARSE_ERROR, "NaN is not JSON", path=name)
+        elif not isinstance(current, str | int | float | bool | type(None)):
+            raise error(
+                ErrorCode.PARSE_ERROR,
+                f"value of type {type(current).__name__} is not JSON",
+                path=name,
+            )
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """Read a file (or ``-`` for stdin) with the size bound applied before reading it all."""
+    if str(path) == "-":
+        data = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
+        return data
+    p = Path(path)
+    try:
+        with p.open("rb") as handle:
+            return handle.read(MAX_DOCUMENT_BYTES + 1)
+    except FileNotFoundError:
+        raise error(ErrorCode.FILE_NOT_FOUND, "no such file", path=str(path)) from None
+    except IsADirectoryError:
+        raise error(
+            ErrorCode.FILE_NOT_FOUND, "is a directory", path=str(path), expected="a file"
+        ) from None
+    except OSError as exc:
+        raise error(
+            ErrorCode.FILE_NOT_FOUND, f"cannot read: {exc.strerror}", path=str(path)
+        ) from None
+
+
+def load_document(path: str | Path) -> Any:
+    """Read and parse a YAML or JSON document (``.json`` files are parsed as strict JSON)."""
+    data = read_bytes(path)
+    name = "<stdin>" if str(path) == "-" else str(path)
+    return parse_document(data, name=name, json_only=str(path).endswith(".json"))

@@ -1,0 +1,81 @@
+"""Argument parsing and the error boundary of ``execsys``.
+
+Commands import what they need lazily: commands that execute no graph must not
+pay for importing LangGraph (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from contracts import ErrorCode, ExecsysError, error
+from execution_system.cli._output import report_error
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one catalogued line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise error(
+            ErrorCode.USAGE,
+            message,
+            path=self.prog,
+            expected=f"see '{self.prog} --help'",
+        )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the full ``execsys`` parser."""
+    from execution_system.cli import _graph
+
+    parser = _Parser(
+        prog="execsys",
+        description="Durable workflow host for governed agent work.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    _graph.register(commands)
+    demo = commands.add_parser("demo", help="run the demonstration workflow")
+    demo.set_defaults(handler=_run_demo)
+    return parser
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from execution_system.cli._demo import run_demo
+
+    status: int = run_demo(args)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``execsys`` console script; returns the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in arguments
+    try:
+        args = build_parser().parse_args(arguments)
+        handler: Handler = args.handler
+        return handler(args)
+    except ExecsysError as exc:
+        return report_error(exc, as_json)
+    except KeyboardInterrupt:
+        sys.stderr.write("execsys: interrupted\n")
+        return 130
+    except Exception as exc:  # the boundary: never a traceback on a user's terminal
+        if os.environ.get("EXECSYS_DEBUG"):
+            raise
+        internal = error(
+            ErrorCode.INTERNAL,
+            f"unexpected {type(exc).__name__}: {exc}".splitlines()[0][:300],
+            expected="no internal error; rerun with EXECSYS_DEBUG=1 and report the traceback",
+        )
+        return report_error(internal, as_json)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

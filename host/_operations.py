@@ -1,0 +1,43 @@
+"""Host-owned deterministic operations (``kind: operation`` nodes).
+
+An operation is a pure function of its materialized inputs: no I/O, no clock,
+no randomness, so replaying it gives the same outputs. The registry is closed
+at Host creation; a spec naming an unregistered operation is not admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Operation = Callable[[Mapping[str, Any]], dict[str, Any]]
+"""Inputs (by input name) -> outputs (by output port)."""
+
+
+def _echo(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the inputs unchanged (ports named like the inputs)."""
+    return dict(inputs)
+
+
+def _all_true(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``ok`` is true when every present input is true; absent optional inputs are ignored."""
+    return {"ok": all(value is True for value in inputs.values())}
+
+
+def _any_true(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``ok`` is true when at least one present input is true."""
+    return {"ok": any(value is True for value in inputs.values())}
+
+
+def _count_present(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``count`` is the number of inputs present this round."""
+    return {"count": len(inputs)}
+
+
+OPERATIONS: Mapping[str, Operation] = {
+    "echo": _echo,
+    "all-true": _all_true,
+    "any-true": _any_true,
+    "count-present": _count_present,
+}
+"""The built-in operations every Host registers."""

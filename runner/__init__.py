@@ -1,0 +1,1 @@
+"""Runner: selects the configured Host factory and drives deliveries through it."""
