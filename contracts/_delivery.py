@@ -49,7 +49,9 @@ class PythonBinding(_Frozen):
     """An executor that is an async callable ``module:function``."""
 
     python: Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
-    """``module:function``; imported with the config file's folder on the path."""
+    """``module:function``; imported with ``path`` (the config file's folder) on sys.path."""
+    path: str | None = None
+    """Folder put on ``sys.path`` before importing; set at admission to the config's folder."""
     timeout_s: float = Field(default=300.0, gt=0, le=86_400)
     """Deadline per turn."""
 

@@ -160,20 +160,73 @@ def _walk(schema: Any, path: str, root: Mapping[str, Any]) -> Iterator[ExecsysEr
         elif key == "$ref":
             name = value.removeprefix("#/$defs/")
             defs = root.get("$defs")
-            if not isinstance(defs, Mapping) or name not in defs:
+            # '/' and '~' would make the fragment a deeper JSON pointer than a name.
+            if not isinstance(defs, Mapping) or name not in defs or "/" in name or "~" in name:
                 yield error(
                     ErrorCode.SCHEMA_INVALID,
                     f"$ref names '{name}', which $defs does not declare",
                     path=where,
                     expected="a name declared under $defs",
                 )
-        elif key == "format" and value not in SUPPORTED_FORMATS:
+        elif key == "format" and isinstance(value, str) and value not in SUPPORTED_FORMATS:
+            # A non-string format is left to the metaschema check (SCHEMA_INVALID).
             yield error(
                 ErrorCode.SCHEMA_UNSUPPORTED_KEYWORD,
                 f"format {value!r} is not enforced",
                 path=where,
                 expected="one of " + ", ".join(sorted(SUPPORTED_FORMATS)),
             )
+
+
+def _in_place_refs(schema: Any) -> set[str]:
+    """Names of ``$defs`` that ``schema`` applies to the *same* instance."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, Mapping):
+            continue
+        ref = current.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            found.add(ref.removeprefix("#/$defs/"))
+        stack.extend(current.get(key) for key in ("not", "if", "then", "else"))
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(current.get(key), list):
+                stack.extend(current[key])
+        if isinstance(current.get("dependentSchemas"), Mapping):
+            stack.extend(current["dependentSchemas"].values())
+    return found
+
+
+def _ref_cycle(root: Mapping[str, Any]) -> str | None:
+    """A ``$defs`` name on a ``$ref`` cycle that never descends into the instance.
+
+    Such a cycle (``a: {$ref: '#/$defs/a'}``) validates nothing: the validator
+    recurses until the interpreter's limit.
+    """
+    defs = root.get("$defs")
+    if not isinstance(defs, Mapping):
+        return None
+    edges = {name: sorted(_in_place_refs(sub) & set(defs)) for name, sub in defs.items()}
+    done: set[str] = set()
+    for first in edges:
+        if first in done:
+            continue
+        on_path = {first}
+        work = [(first, iter(edges[first]))]
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                on_path.discard(node)
+                done.add(node)
+            elif child in on_path:
+                return str(child)
+            elif child not in done:
+                on_path.add(child)
+                work.append((child, iter(edges[child])))
+    return None
 
 
 def check_schema(schema: Any, path: str) -> None:
@@ -184,6 +237,14 @@ def check_schema(schema: Any, path: str) -> None:
     root = schema if isinstance(schema, Mapping) else {}
     for problem in _walk(schema, path, root):
         raise problem
+    cycle = _ref_cycle(root)
+    if cycle is not None:
+        raise error(
+            ErrorCode.SCHEMA_INVALID,
+            f"'$defs/{cycle}' refers back to itself without descending into a value",
+            path=f"{path}.$defs.{cycle}",
+            expected="a recursive $ref only below properties, items or similar",
+        )
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:

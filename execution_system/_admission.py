@@ -33,6 +33,9 @@ from execution_system._loading import load_document
 
 M = TypeVar("M", bound=BaseModel)
 
+#: The location tag pydantic adds for the object member of ``JsonSchema``.
+_SCHEMA_UNION_TAG = "dict[str,any]"
+
 
 def _path(loc: tuple[int | str, ...]) -> str:
     parts = [str(p) for p in loc]
@@ -51,6 +54,16 @@ def shape_error(exc: ValidationError, prefix: str = "") -> Exception:
     if prefix:
         where = f"{prefix}.{where}" if where else prefix
     message = first["msg"]
+    if loc and loc[-1] == _SCHEMA_UNION_TAG:
+        # A JsonSchema (object | boolean) that is neither: pydantic names the
+        # first union member in the location; report it as the schema checker would.
+        where = where.removesuffix(f".{_SCHEMA_UNION_TAG}").removesuffix(_SCHEMA_UNION_TAG)
+        return error(
+            ErrorCode.SCHEMA_INVALID,
+            "a schema must be an object or a boolean",
+            path=where,
+            expected="a JSON Schema object",
+        )
     if kind == "extra_forbidden":
         return error(
             ErrorCode.SPEC_UNKNOWN_KEY,
@@ -98,11 +111,25 @@ def shape_error(exc: ValidationError, prefix: str = "") -> Exception:
     return error(ErrorCode.SPEC_INVALID_VALUE, message, path=where)
 
 
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null (no content)"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return f"a {type(value).__name__}"
+
+
 def _validate_model(model: type[M], document: Any, prefix: str = "") -> M:
     if not isinstance(document, Mapping):
         raise error(
             ErrorCode.SPEC_NOT_A_MAPPING,
-            f"document is a {type(document).__name__}",
+            f"document is {_json_kind(document)}",
             path=prefix,
             expected="a mapping",
         )

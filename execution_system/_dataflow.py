@@ -123,6 +123,12 @@ def _guaranteed(graph: ControlGraph) -> dict[str, int]:
         for member in region.nodes:
             region_of[member] = (region.parallel, region.branch)
 
+    barrier_parallel = {
+        node.barrier: pid for pid, node in graph.nodes.items() if isinstance(node, ParallelNode)
+    }
+    # Branch -> its (tail, via_failure) arrivals, per barrier: a tail that
+    # reaches the barrier through on_failure arrives without its outputs.
+    arrivals: dict[str, dict[str, list[tuple[str, bool]]]] = {b: {} for b in barrier_parallel}
     # Incoming contributions: (pred, via_failure) pairs; barriers are computed apart.
     incoming: dict[str, list[tuple[str, bool]]] = {nid: [] for nid in order}
     for nid, node in graph.nodes.items():
@@ -136,21 +142,16 @@ def _guaranteed(graph: ControlGraph) -> dict[str, int]:
             normal.append(node.next)
         if isinstance(node, ParallelNode):
             normal.extend(node.branches)
-        for succ in normal:
-            if succ in incoming and not isinstance(graph.nodes[succ], BarrierNode):
-                incoming[succ].append((nid, False))
+        edges = [(succ, False) for succ in normal]
         if isinstance(node, ActionNode | OperationNode) and node.on_failure is not None:
-            if node.on_failure in incoming:
-                incoming[node.on_failure].append((nid, True))
-    barrier_parallel = {
-        node.barrier: pid for pid, node in graph.nodes.items() if isinstance(node, ParallelNode)
-    }
-    arrivals: dict[str, dict[str, list[str]]] = {b: {} for b in barrier_parallel}
-    for nid in order:
-        for succ in graph.successors(nid):
-            if succ in barrier_parallel and nid in region_of:
-                branch = region_of[nid][1]
-                arrivals[succ].setdefault(branch, []).append(nid)
+            edges.append((node.on_failure, True))
+        for succ, via_failure in edges:
+            if succ in barrier_parallel:
+                if nid in region_of:
+                    branch = region_of[nid][1]
+                    arrivals[succ].setdefault(branch, []).append((nid, via_failure))
+            elif succ in incoming:
+                incoming[succ].append((nid, via_failure))
 
     in_set = {nid: everything for nid in order}
     in_set[graph.start] = 0
@@ -171,8 +172,8 @@ def _guaranteed(graph: ControlGraph) -> dict[str, int]:
                     if branch not in always:
                         continue
                     branch_must = everything
-                    for tail in tails:
-                        branch_must &= in_set[tail] | bit[tail]
+                    for tail, via_failure in tails:
+                        branch_must &= in_set[tail] if via_failure else in_set[tail] | bit[tail]
                     new |= branch_must
             else:
                 preds = incoming[nid]

@@ -283,15 +283,18 @@ def _check_regions(graph: ControlGraph) -> None:
     for region in branch_regions(graph):
         base = f"nodes.{region.parallel}.branches"
         arrives = False
+        # A nested parallel drags its own barrier into the region; report the
+        # parallel, whatever the two ids' sort order.
         for member in sorted(region.nodes):
-            member_node = graph.nodes[member]
-            if isinstance(member_node, ParallelNode):
+            if isinstance(graph.nodes[member], ParallelNode):
                 raise error(
                     ErrorCode.GRAPH_NESTED_PARALLEL,
                     f"branch '{region.branch}' contains parallel node '{member}'",
                     path=f"nodes.{member}",
                     expected="parallel regions that do not nest",
                 )
+        for member in sorted(region.nodes):
+            member_node = graph.nodes[member]
             if isinstance(member_node, WaitNode | BarrierNode):
                 raise error(
                     ErrorCode.GRAPH_BRANCH_ESCAPES,

@@ -1,5 +1,7 @@
 """The Workflow Host: executes admitted control graphs on private durable threads."""
 
 from host._operations import OPERATIONS, Operation
+from host._protocol import CoordinatorHost, HostFactory
+from host._selection import check_selection
 
-__all__ = ["OPERATIONS", "Operation"]
+__all__ = ["OPERATIONS", "CoordinatorHost", "HostFactory", "Operation", "check_selection"]

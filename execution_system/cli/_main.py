@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``execsys`` parser."""
-    from execution_system.cli import _graph
+    from execution_system.cli import _delivery, _graph
 
     parser = _Parser(
         prog="execsys",
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     _graph.register(commands)
+    _delivery.register(commands)
     demo = commands.add_parser("demo", help="run the demonstration workflow")
     demo.set_defaults(handler=_run_demo)
     return parser

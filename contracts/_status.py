@@ -1,0 +1,96 @@
+"""Delivery status and the reports the Host gives about a delivery."""
+
+from __future__ import annotations
+
+from enum import StrEnum, unique
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+@unique
+class DeliveryStatus(StrEnum):
+    """The one closed set of delivery statuses."""
+
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    WAITING = "waiting"
+    INTERVENTION = "intervention"
+    STOPPED = "stopped"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RETIRED = "retired"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether no further work can happen without retirement."""
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {
+        DeliveryStatus.COMPLETED,
+        DeliveryStatus.FAILED,
+        DeliveryStatus.CANCELLED,
+        DeliveryStatus.RETIRED,
+    }
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SuspensionView(_Frozen):
+    """A pending action-input question."""
+
+    correlation: str
+    """The correlation id an answer must quote."""
+    node: str
+    """The suspended action node."""
+    question: Any
+    """What the executor asked."""
+
+
+class WaitView(_Frozen):
+    """A pending workflow wait."""
+
+    node: str
+    """The wait node."""
+    kind: str
+    """approval | decision | workflow-result."""
+
+
+class StatusReport(_Frozen):
+    """What ``execsys run`` and ``execsys status DELIVERY`` report."""
+
+    delivery: str
+    """The delivery id."""
+    graph: str
+    """The graph name."""
+    status: DeliveryStatus
+    """Current status."""
+    outcome: str | None = None
+    """Terminal outcome (succeeded/failed/blocked) or the failure code."""
+    suspension: SuspensionView | None = None
+    """The first pending action-input question, if any."""
+    suspensions: tuple[SuspensionView, ...] = ()
+    """Every pending action-input question."""
+    wait: WaitView | None = None
+    """The pending workflow wait, if any."""
+    message: str = ""
+    """One line saying what happened last."""
+    updated: str = ""
+    """ISO-8601 time of the last change."""
+
+    def public(self) -> dict[str, Any]:
+        """The ``--json`` shape of ``run``."""
+        return {
+            "delivery": self.delivery,
+            "status": self.status.value,
+            "outcome": self.outcome,
+            "suspension": self.suspension.model_dump(mode="json") if self.suspension else None,
+            "wait": self.wait.model_dump(mode="json") if self.wait else None,
+            "message": self.message,
+        }

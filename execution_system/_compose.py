@@ -1,0 +1,107 @@
+"""Composing a Runner for the CLI: store URL, real custody, executor bindings."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts import (
+    DEFAULT_STORE,
+    CommandBinding,
+    ErrorCode,
+    ExecsysError,
+    ExecutorBinding,
+    PythonBinding,
+    RunnerConfig,
+    RunnerFactoryConfig,
+    error,
+    sqlite_path,
+)
+from execution_system._loading import load_document
+from execution_system.custody import FileCustody
+from runner import Runner, RunnerFactory, parse_factory_config
+
+
+def store_url(flag: str | None) -> str:
+    """``--store``, else ``EXECSYS_STORE``, else the embedded default."""
+    return flag or os.environ.get("EXECSYS_STORE") or DEFAULT_STORE
+
+
+def factory_config(flag: str | None) -> RunnerFactoryConfig:
+    """The closed Host selection for a store URL."""
+    return parse_factory_config({"engine": "langgraph", "store": store_url(flag)})
+
+
+def data_dir(config: RunnerFactoryConfig) -> Path:
+    """Where workspaces, blobs, keys and locks live: beside the store file by default."""
+    if config.data_dir:
+        return Path(config.data_dir).absolute()
+    raw = sqlite_path(config.store)
+    base = Path(raw).parent if raw else Path(".execsys")
+    return base.absolute()
+
+
+def load_runner_config(path: Path | None) -> RunnerConfig:
+    """Read the runner config (executor bindings); an absent default file means none."""
+    if path is None:
+        return RunnerConfig()
+    document: Any = load_document(path)
+    if not isinstance(document, dict):
+        raise error(ErrorCode.CONFIG_INVALID, "config is not a mapping", path=str(path))
+    try:
+        config = RunnerConfig.model_validate_json(json.dumps(document))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise error(
+            ErrorCode.CONFIG_INVALID,
+            first["msg"],
+            path=f"{path}:{where}",
+            expected="executors: {NAME: {command: [...]} | {python: mod:func}}",
+        ) from None
+    return RunnerConfig(
+        executors={
+            name: _anchored(binding, path.parent.absolute())
+            for name, binding in config.executors.items()
+        }
+    )
+
+
+def _anchored(binding: ExecutorBinding, folder: Path) -> ExecutorBinding:
+    """Make a binding independent of the current directory (the delivery records it)."""
+    if isinstance(binding, CommandBinding):
+        argv = [
+            str(folder / arg)
+            if "/" in arg and not os.path.isabs(arg) and (folder / arg).exists()
+            else arg
+            for arg in binding.command
+        ]
+        return binding.model_copy(update={"command": tuple(argv)})
+    if isinstance(binding, PythonBinding) and binding.path is None:
+        return binding.model_copy(update={"path": str(folder)})
+    return binding
+
+
+def config_path(flag: str | None, spec: Path | None) -> Path | None:
+    """``--config``, else ``execsys.yaml`` beside the spec if it exists."""
+    if flag:
+        return Path(flag)
+    if spec is not None:
+        candidate = spec.parent / "execsys.yaml"
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def open_runner(store: str | None, executors_dir: Path | None = None) -> Runner:
+    """Create the Runner on the configured store, with file custody beside it."""
+    config = factory_config(store)
+    custody = FileCustody(data_dir(config) / "custody")
+    try:
+        return RunnerFactory(config).create(custody=custody, executors_dir=executors_dir)
+    except ExecsysError:
+        raise

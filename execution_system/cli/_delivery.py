@@ -1,0 +1,211 @@
+"""``execsys run | status | inspect | input | resolve``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+from execution_system.cli._output import emit, emit_json
+
+
+def _store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="store URL (default: EXECSYS_STORE or sqlite:///.execsys/state.db)",
+    )
+    parser.add_argument("--config", metavar="FILE", help="runner config (executor bindings)")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+
+
+def register(commands: Any) -> None:
+    """Add the delivery commands."""
+    run = commands.add_parser("run", help="admit a delivery and run it to its next stop")
+    run.add_argument("spec", metavar="SPEC", help="control-graph spec (YAML or JSON)")
+    run.add_argument("--input", metavar="FILE", help="delivery input (YAML/JSON file, or -)")
+    run.add_argument("--authority", metavar="FILE", help="authority policy (YAML)")
+    run.add_argument("--seed", metavar="DIR", help="copy DIR into the delivery's workspace")
+    run.add_argument(
+        "--key",
+        metavar="KEY",
+        help="idempotency key: the same spec, input and key name the same delivery",
+    )
+    _store(run)
+    run.set_defaults(handler=_run)
+
+    status = commands.add_parser("status", help="one delivery's status, or all deliveries")
+    status.add_argument("delivery", metavar="DELIVERY", nargs="?", help="delivery id")
+    _store(status)
+    status.set_defaults(handler=_status)
+
+    inspect = commands.add_parser("inspect", help="status, node states, attempts and heads")
+    inspect.add_argument("delivery", metavar="DELIVERY", help="delivery id")
+    _store(inspect)
+    inspect.set_defaults(handler=_inspect)
+
+    answer = commands.add_parser("input", help="answer a pending action-input question")
+    answer.add_argument("delivery", metavar="DELIVERY", help="delivery id")
+    answer.add_argument("--correlation", required=True, metavar="ID", help="the question's id")
+    answer.add_argument("--response", required=True, metavar="FILE", help="answer (file or -)")
+    _store(answer)
+    answer.set_defaults(handler=_input)
+
+    resolve = commands.add_parser("resolve", help="resolve a pending workflow wait")
+    resolve.add_argument("delivery", metavar="DELIVERY", help="delivery id")
+    resolve.add_argument("--node", required=True, metavar="NODE", help="the wait node")
+    resolve.add_argument("--actor", required=True, metavar="ACTOR", help="who resolves")
+    resolve.add_argument("--role", required=True, metavar="ROLE", help="under which role")
+    resolve.add_argument("--result", required=True, metavar="FILE", help="result (file or -)")
+    _store(resolve)
+    resolve.set_defaults(handler=_resolve)
+
+
+def _print_status(report: Any, as_json: bool) -> int:
+    if as_json:
+        emit_json(report.public())
+    else:
+        outcome = f" ({report.outcome})" if report.outcome else ""
+        emit(f"delivery {report.delivery}: {report.status.value}{outcome}")
+        if report.message:
+            emit(f"  {report.message}")
+        for question in report.suspensions:
+            emit(
+                f"  question from '{question.node}' (correlation {question.correlation}): "
+                f"{question.question}"
+            )
+            emit(
+                f"  answer with: execsys input {report.delivery} --correlation "
+                f"{question.correlation} --response FILE"
+            )
+        if report.wait is not None:
+            emit(
+                f"  waiting for {report.wait.kind} at '{report.wait.node}': "
+                f"execsys resolve {report.delivery} --node {report.wait.node} --actor NAME "
+                f"--role ROLE --result FILE"
+            )
+    return 1 if report.status.value in {"failed", "intervention"} else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from contracts import digest_of
+    from execution_system import admit, load_document, load_graph, parse_authority
+    from execution_system._compose import config_path, load_runner_config, open_runner
+    from host import OPERATIONS
+
+    spec = Path(args.spec)
+    graph = load_graph(spec, operations=frozenset(OPERATIONS))
+    value = load_document(args.input) if args.input else {}
+    cfg_path = config_path(args.config, spec)
+    config = load_runner_config(cfg_path)
+    authority = parse_authority(load_document(args.authority)) if args.authority else None
+    nonce = digest_of({"key": args.key}) if args.key else uuid.uuid4().hex
+    delivery = admit(
+        graph,
+        value,
+        authority=authority,
+        executors=config.executors,
+        operations=frozenset(OPERATIONS),
+        nonce=nonce,
+    )
+    runner = open_runner(args.store, cfg_path.parent.absolute() if cfg_path else spec.parent)
+    try:
+        report = asyncio.run(runner.host.run(delivery, seed=args.seed))
+    finally:
+        runner.close()
+    return _print_status(report, args.json)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from execution_system._compose import open_runner
+
+    runner = open_runner(args.store)
+    try:
+        if args.delivery:
+            return _print_status(runner.host.status(args.delivery), args.json) and 0
+        rows = runner.host.deliveries()
+    finally:
+        runner.close()
+    if args.json:
+        emit_json({"deliveries": rows})
+    elif not rows:
+        emit("no deliveries")
+    else:
+        width = max(len(r["graph"]) for r in rows)
+        for r in rows:
+            outcome = r["outcome"] or ""
+            emit(
+                f"{r['delivery']}  {r['graph']:<{width}}  {r['status']:<12} {outcome:<20} "
+                f"{r['updated']}"
+            )
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from execution_system._compose import open_runner
+
+    runner = open_runner(args.store)
+    try:
+        report = runner.host.inspect(args.delivery)
+    finally:
+        runner.close()
+    if args.json:
+        emit_json(report)
+        return 0
+    emit(
+        f"delivery {report['delivery']} ({report['graph']}): {report['status']}"
+        + (f" ({report['outcome']})" if report["outcome"] else "")
+    )
+    if report["message"]:
+        emit(f"  {report['message']}")
+    emit(f"  checkpoint {report['checkpoint']}")
+    emit(f"  journal    {report['journal']['events']} events, head {report['journal']['head']}")
+    emit(f"  custody    savepoint {report['custody']['savepoint']}")
+    emit("  nodes:")
+    for node, view in report["nodes"].items():
+        emit(
+            f"    {node:<24} {view['state']:<12} activations {view['activations']:<3} "
+            f"attempts {view['attempts']}"
+        )
+    for question in report["suspensions"]:
+        emit(
+            f"  pending question at '{question['node']}' (correlation "
+            f"{question['correlation']}): {question['question']}"
+        )
+    for wait in report["waits"]:
+        emit(
+            f"  pending {wait['kind']} at '{wait['node']}': {wait['approvals']} of "
+            f"{wait['needed']} approvals, roles {', '.join(wait['roles'])}"
+        )
+    emit("  directives now: " + (", ".join(report["directives"]) or "none"))
+    return 0
+
+
+def _input(args: argparse.Namespace) -> int:
+    from execution_system import load_document
+    from execution_system._compose import open_runner
+
+    response = load_document(args.response)
+    runner = open_runner(args.store, Path(args.config).parent.absolute() if args.config else None)
+    try:
+        report = asyncio.run(runner.host.answer(args.delivery, args.correlation, response))
+    finally:
+        runner.close()
+    return _print_status(report, args.json)
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from execution_system import load_document
+    from execution_system._compose import open_runner
+
+    result = load_document(args.result)
+    runner = open_runner(args.store, Path(args.config).parent.absolute() if args.config else None)
+    try:
+        report = asyncio.run(
+            runner.host.resolve(args.delivery, args.node, args.actor, args.role, result)
+        )
+    finally:
+        runner.close()
+    return _print_status(report, args.json)

@@ -1,0 +1,57 @@
+"""The Host's capability as its users see it, independent of any substrate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from contracts import AdmittedDelivery, Custody
+from contracts._invocation import Invoker
+from contracts._status import StatusReport
+from host._operations import Operation
+
+
+class CoordinatorHost(Protocol):
+    """What a Host factory returns: run, resume and observe admitted deliveries."""
+
+    async def run(
+        self, delivery: AdmittedDelivery, *, seed: str | None = None, created_by: str = "runner"
+    ) -> StatusReport:
+        """Admit the delivery into the Host's store and run it to its next stop."""
+        ...
+
+    async def answer(self, delivery_id: str, correlation: str, response: Any) -> StatusReport:
+        """Continue the action-input suspension ``correlation`` with ``response``."""
+        ...
+
+    async def resolve(
+        self, delivery_id: str, node: str, actor: str, role: str, result: Any
+    ) -> StatusReport:
+        """Record an admitted actor's resolution of the workflow wait at ``node``."""
+        ...
+
+    def status(self, delivery_id: str) -> StatusReport:
+        """The delivery's current status."""
+        ...
+
+    def inspect(self, delivery_id: str) -> dict[str, Any]:
+        """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
+        ...
+
+    def deliveries(self) -> list[dict[str, Any]]:
+        """Every delivery the Host's store holds."""
+        ...
+
+    def close(self) -> None:
+        """Release leases and storage."""
+        ...
+
+
+class HostFactory(Protocol):
+    """Creates a Host from its exact configuration; creation compiles and starts nothing."""
+
+    def create(
+        self, *, custody: Custody, invoker: Invoker, operations: Mapping[str, Operation]
+    ) -> CoordinatorHost:
+        """Validate the configuration, create private storage, return the Host."""
+        ...

@@ -1,0 +1,196 @@
+"""The strict canonical codec: one record <-> one line of canonical JSON.
+
+Line layout: the RFC 8785 canonical JSON of the record's fields plus one extra
+top-level member ``digest``, whose value is the SHA-256 of the canonical JSON
+of the fields *without* that member. A line is accepted only if it is exactly
+the bytes this module would write for the record it decodes to.
+
+Speed matters because ``journal verify`` re-hashes whole journals, so the JSON
+work goes through orjson when it is importable. orjson's compact, key-sorted
+output equals RFC 8785 on the journal's value domain (strings, integers up to
+2**53 - 1, booleans, null, ASCII member names, no floats); the test suite checks
+that equality against the reference ``rfc8785`` encoder. Without orjson the
+standard library gives the same bytes, only slower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts._errors import ErrorCode, ExecsysError, error
+from contracts._ids import Digest
+from contracts._journal import JournalEvent, JournalHeader
+
+JournalRecord = JournalHeader | JournalEvent
+"""Either record type."""
+
+DIGEST_KEY = "digest"
+"""The line member that carries the record's digest (never covered by it)."""
+
+HEADER_KEYS: frozenset[str] = frozenset(JournalHeader.model_fields) | {DIGEST_KEY}
+"""Exact top-level member set of a header line."""
+EVENT_KEYS: frozenset[str] = frozenset(JournalEvent.model_fields) | {DIGEST_KEY}
+"""Exact top-level member set of an event line."""
+
+
+def _stdlib_dumps(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _stdlib_loads(data: bytes) -> Any:
+    def no_float(text: str) -> Any:
+        raise ValueError(f"number {text} is not an integer")
+
+    def no_constant(text: str) -> Any:
+        raise ValueError(f"{text} is not JSON")
+
+    return json.loads(data, parse_float=no_float, parse_constant=no_constant)
+
+
+def _backend() -> tuple[Callable[[Any], bytes], Callable[[bytes], Any], str]:
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson ships with the langgraph stack
+        return _stdlib_dumps, _stdlib_loads, "json"
+
+    sort_keys = orjson.OPT_SORT_KEYS
+
+    def dumps(value: Any) -> bytes:
+        return orjson.dumps(value, option=sort_keys)
+
+    return dumps, orjson.loads, "orjson"
+
+
+dumps_canonical, loads_json, BACKEND = _backend()
+"""Canonical encoder, JSON parser and the name of the library behind them."""
+
+
+def sha256_digest(data: bytes) -> Digest:
+    """Return ``sha256:<hex>`` of ``data``."""
+    return Digest("sha256:" + hashlib.sha256(data).hexdigest())
+
+
+def record_fields(record: JournalRecord) -> dict[str, Any]:
+    """Return the JSON-native fields of ``record`` (every field, nulls included)."""
+    return record.model_dump(mode="json")
+
+
+def record_digest(record: JournalRecord) -> Digest:
+    """Return the digest of ``record``: SHA-256 of the canonical JSON of its fields."""
+    return sha256_digest(dumps_canonical(record_fields(record)))
+
+
+def encode_record(record: JournalRecord) -> bytes:
+    """Return the stored line of ``record`` (canonical JSON with ``digest``; no newline)."""
+    fields = record_fields(record)
+    fields[DIGEST_KEY] = sha256_digest(dumps_canonical(fields))
+    return dumps_canonical(fields)
+
+
+def at(position: int) -> str:
+    """Return the error ``path`` for a journal position (0 is the header)."""
+    return f"ordinal {position}"
+
+
+def ordinal_of(exc: ExecsysError) -> int | None:
+    """Return the journal position a journal error points at, if it names one.
+
+    Journal errors always use ``path="ordinal K"`` where K is the event ordinal
+    (0 for the header line); this reads K back.
+    """
+    prefix = "ordinal "
+    if exc.path.startswith(prefix) and exc.path[len(prefix) :].isdigit():
+        return int(exc.path[len(prefix) :])
+    return None
+
+
+def strip_newline(line: bytes) -> bytes:
+    """Drop one trailing newline byte; any other trailing byte is part of the record."""
+    return line[:-1] if line.endswith(b"\n") else line
+
+
+def parse_line(line: bytes, position: int) -> tuple[dict[str, Any], Digest]:
+    """Parse and check one line's framing; return its members and its digest.
+
+    Checks, in order: JSON object (MALFORMED), member set (UNKNOWN_FIELD,
+    MALFORMED), canonical bytes (NONCANONICAL), digest (DIGEST_MISMATCH). The
+    returned members no longer contain ``digest``.
+    """
+    raw = strip_newline(line)
+    try:
+        members = loads_json(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise error(
+            ErrorCode.JOURNAL_MALFORMED_RECORD, f"not JSON: {exc}", path=at(position)
+        ) from None
+    if not isinstance(members, dict):
+        raise error(
+            ErrorCode.JOURNAL_MALFORMED_RECORD, "a record is a JSON object", path=at(position)
+        )
+    keys = EVENT_KEYS if members.get("record") == "event" else HEADER_KEYS
+    if members.keys() != keys:
+        unknown = sorted(members.keys() - keys)
+        if unknown:
+            raise error(
+                ErrorCode.JOURNAL_UNKNOWN_FIELD,
+                f"unknown member {unknown[0]!r}",
+                path=at(position),
+                expected=", ".join(sorted(keys)),
+            )
+        raise error(
+            ErrorCode.JOURNAL_MALFORMED_RECORD,
+            f"missing member {sorted(keys - members.keys())[0]!r}",
+            path=at(position),
+        )
+    if dumps_canonical(members) != raw:
+        raise error(
+            ErrorCode.JOURNAL_NONCANONICAL,
+            "line is not the RFC 8785 canonical JSON of its record",
+            path=at(position),
+        )
+    stated = members.pop(DIGEST_KEY)
+    digest = sha256_digest(dumps_canonical(members))
+    if digest != stated:
+        raise error(
+            ErrorCode.JOURNAL_DIGEST_MISMATCH,
+            "digest does not match the record",
+            path=at(position),
+            expected=digest,
+        )
+    return members, digest
+
+
+def decode_line(line: bytes, position: int = 0) -> JournalRecord:
+    """Strictly decode one stored line into a header or an event.
+
+    ``position`` only labels errors (``path="ordinal <position>"``). Refusals:
+    JOURNAL_MALFORMED_RECORD, JOURNAL_UNKNOWN_FIELD, JOURNAL_NONCANONICAL,
+    JOURNAL_DIGEST_MISMATCH. The decoded record re-encodes to exactly ``line``.
+    """
+    members, _ = parse_line(line, position)
+    model: type[JournalHeader] | type[JournalEvent]
+    model = JournalEvent if members.get("record") == "event" else JournalHeader
+    try:
+        record = model.model_validate(members)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise error(
+            ErrorCode.JOURNAL_MALFORMED_RECORD,
+            f"{where}: {first['msg']}",
+            path=at(position),
+        ) from None
+    # Lax validation may coerce (e.g. "1" -> 1); insisting on an exact
+    # round trip means a decoded record always stands for exactly its bytes.
+    if encode_record(record) != strip_newline(line):
+        raise error(
+            ErrorCode.JOURNAL_MALFORMED_RECORD,
+            "record does not round-trip through its schema",
+            path=at(position),
+        )
+    return record

@@ -1,0 +1,266 @@
+"""The replay state: what the events so far say about every node activation.
+
+This state is never stored. A journal builds it by replaying its events, and
+each append checks the new event against it (``_rules.check_event``) before
+folding the event in (:meth:`ReplayState.apply`). Because append and replay go
+through the same two functions, a journal that was accepted one event at a time
+always replays to the same states and head.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from contracts._delivery import AuthorityPolicy
+from contracts._errors import ErrorCode, error
+from contracts._ids import Digest, NodeId
+from contracts._journal import (
+    JournalEvent,
+    JournalHeader,
+    NodeDecl,
+    NodeState,
+    RecordRef,
+    Transition,
+)
+from host.journal._codec import at, dumps_canonical, sha256_digest
+
+Key = tuple[NodeId, int]
+"""A state key: ``(node, activation)``."""
+
+SourceResolver = Callable[[RecordRef], bool]
+"""Answers whether a record reference resolves to an existing record with that digest."""
+
+#: States an activation can still be worked in; two of them never coexist for one node.
+LIVE_STATES = frozenset({NodeState.PENDING, NodeState.READY, NodeState.ACTIVE, NodeState.BLOCKED})
+#: States that mean "no longer current": dependents of these must be invalidated too.
+RETIRED_STATES = frozenset({NodeState.INVALIDATED, NodeState.SUPERSEDED})
+
+
+def authority_digest(policy: AuthorityPolicy) -> Digest:
+    """Return the digest a journal header binds for ``policy``.
+
+    Same value as ``AdmittedDelivery.authority_digest`` for the delivery's policy.
+    """
+    return sha256_digest(dumps_canonical(policy.model_dump(mode="json", exclude_none=True)))
+
+
+@dataclass(slots=True)
+class AttemptState:
+    """One attempt of one activation."""
+
+    id: str
+    sequence: int
+    started: int
+    """Ordinal of the work-started event."""
+    outcome: NodeState | None = None
+    """completed, failed or invalidated once over; None while open."""
+    ended: int | None = None
+    """Ordinal of the event that closed the attempt."""
+
+
+@dataclass(slots=True)
+class ActivationState:
+    """One activation of one node."""
+
+    state: NodeState
+    first: int
+    """Ordinal of the activation's first event (0 for the implicit start activation)."""
+    predecessors: tuple[Key, ...] = ()
+    attempts: list[AttemptState] = field(default_factory=list)
+    dependents: list[Key] = field(default_factory=list)
+    """Activations whose readiness named this one as a predecessor."""
+    events: list[int] = field(default_factory=list)
+    """Ordinals of the events that moved this activation."""
+
+    def open_attempt(self) -> AttemptState | None:
+        """The attempt still in progress, if any."""
+        if self.attempts and self.attempts[-1].outcome is None:
+            return self.attempts[-1]
+        return None
+
+
+@dataclass(slots=True)
+class OpenBatch:
+    """A multi-event command whose events are still arriving."""
+
+    request: str
+    transition: Transition
+    size: int
+    keys: list[Key]
+
+
+class ReplayState:
+    """Everything the append rules consult, derived from header + events."""
+
+    def __init__(
+        self,
+        header: JournalHeader,
+        header_digest: Digest,
+        policy: AuthorityPolicy,
+        resolver: SourceResolver | None = None,
+    ) -> None:
+        self.header = header
+        self.policy = policy
+        self.resolver = resolver
+        self.nodes: dict[NodeId, NodeDecl] = _node_table(header)
+        self.activations: dict[Key, ActivationState] = {
+            (header.start, 1): ActivationState(state=NodeState.READY, first=0)
+        }
+        self.latest: dict[NodeId, int] = {header.start: 1}
+        self.requests: dict[str, tuple[Digest, list[int]]] = {}
+        self.batch: OpenBatch | None = None
+        self.head = header_digest
+        self.count = 0
+
+    def clone(self) -> ReplayState:
+        """A deep copy, so a multi-event command can be tried and dropped on refusal."""
+        twin = copy.copy(self)
+        twin.activations = copy.deepcopy(self.activations)
+        twin.latest = dict(self.latest)
+        twin.requests = {key: (digest, list(ords)) for key, (digest, ords) in self.requests.items()}
+        twin.batch = copy.deepcopy(self.batch)
+        return twin
+
+    def state_of(self, key: Key) -> NodeState:
+        """Current state of ``key``; an activation with no events is pending."""
+        found = self.activations.get(key)
+        return found.state if found is not None else NodeState.PENDING
+
+    def is_current_completion(self, key: Key) -> bool:
+        """Completed and still the node's latest activation (nothing newer, not retired)."""
+        found = self.activations.get(key)
+        return (
+            found is not None
+            and found.state is NodeState.COMPLETED
+            and self.latest.get(key[0]) == key[1]
+        )
+
+    def closure(self, roots: list[Key]) -> list[Key]:
+        """Roots plus every activation that transitively depends on them.
+
+        Activations already invalidated or superseded are left out (their
+        dependents were retired with them). The order is the order in which the
+        activations first appeared, so every activation follows its predecessors.
+        """
+        found: set[Key] = set()
+        stack = list(roots)
+        while stack:
+            key = stack.pop()
+            if key in found:
+                continue
+            found.add(key)
+            record = self.activations.get(key)
+            for child in record.dependents if record is not None else ():
+                if self.activations[child].state not in RETIRED_STATES:
+                    stack.append(child)
+        return sorted(found, key=lambda key: (self._first(key), key))
+
+    def _first(self, key: Key) -> int:
+        # A pending activation with no events yet has no dependents; it goes last.
+        record = self.activations.get(key)
+        return record.first if record is not None else self.count + 1
+
+    def apply(self, event: JournalEvent, digest: Digest) -> None:
+        """Fold an already checked event into the state."""
+        key = (event.node, event.activation)
+        record = self.activations.get(key)
+        if record is None:
+            record = ActivationState(state=NodeState.PENDING, first=event.ordinal)
+            self.activations[key] = record
+            self.latest[event.node] = event.activation
+        record.state = event.result_state
+        record.events.append(event.ordinal)
+        transition = event.transition
+        if transition is Transition.DEPENDENCIES_SATISFIED:
+            record.predecessors = tuple((ref.node, ref.activation) for ref in event.predecessors)
+            for pred in record.predecessors:
+                self.activations[pred].dependents.append(key)
+        elif transition is Transition.WORK_STARTED and event.attempt is not None:
+            record.attempts.append(
+                AttemptState(event.attempt.id, event.attempt.sequence, event.ordinal)
+            )
+        elif transition in (
+            Transition.WORK_COMPLETED,
+            Transition.WORK_FAILED,
+            Transition.WORK_INVALIDATED,
+        ):
+            attempt = record.open_attempt()
+            if attempt is not None:
+                attempt.outcome = event.result_state
+                attempt.ended = event.ordinal
+        known = self.requests.get(event.request)
+        if known is None:
+            self.requests[event.request] = (event.request_digest, [event.ordinal])
+        else:
+            known[1].append(event.ordinal)
+        self._track_batch(event, key)
+        self.head = digest
+        self.count = event.ordinal
+
+    def _track_batch(self, event: JournalEvent, key: Key) -> None:
+        if event.batch is None:
+            return
+        if self.batch is None:
+            self.batch = OpenBatch(event.request, event.transition, event.batch.size, [])
+        self.batch.keys.append(key)
+        if event.batch.index == event.batch.size:
+            done, self.batch = self.batch, None
+            if done.transition is Transition.WORK_INVALIDATED:
+                self._check_closed(done, event.ordinal)
+
+    def _check_closed(self, batch: OpenBatch, ordinal: int) -> None:
+        # An invalidation must leave no current activation that depends on a
+        # retired one; otherwise dependent work would still look valid.
+        for key in batch.keys:
+            for child in self.activations[key].dependents:
+                if self.activations[child].state not in RETIRED_STATES:
+                    raise error(
+                        ErrorCode.JOURNAL_PARTIAL_INVALIDATION,
+                        f"{child[0]}#{child[1]} depends on {key[0]}#{key[1]} "
+                        "but was left out of the invalidation",
+                        path=at(ordinal),
+                    )
+
+    def finish(self) -> None:
+        """Refuse a journal that ends inside a batch."""
+        if self.batch is not None:
+            code = (
+                ErrorCode.JOURNAL_PARTIAL_INVALIDATION
+                if self.batch.transition is Transition.WORK_INVALIDATED
+                else ErrorCode.JOURNAL_BAD_SUCCESSOR
+            )
+            raise error(
+                code,
+                f"journal ends inside batch {self.batch.request!r}",
+                path=at(self.count),
+                expected=f"{self.batch.size} events",
+            )
+
+
+def _node_table(header: JournalHeader) -> dict[NodeId, NodeDecl]:
+    nodes: dict[NodeId, NodeDecl] = {}
+    for decl in header.nodes:
+        if decl.id in nodes:
+            raise error(
+                ErrorCode.JOURNAL_MALFORMED_RECORD,
+                f"node {decl.id!r} is declared twice",
+                path=at(0),
+            )
+        nodes[decl.id] = decl
+    for decl in header.nodes:
+        for upstream in decl.upstream:
+            if upstream not in nodes:
+                raise error(
+                    ErrorCode.JOURNAL_UNKNOWN_NODE,
+                    f"node {decl.id!r} names unknown upstream {upstream!r}",
+                    path=at(0),
+                )
+    if header.start not in nodes:
+        raise error(
+            ErrorCode.JOURNAL_UNKNOWN_NODE,
+            f"start node {header.start!r} is not declared",
+            path=at(0),
+        )
+    return nodes

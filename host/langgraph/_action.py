@@ -1,0 +1,312 @@
+"""One turn of an action node: materialize, invoke, validate, preview, custody, commit.
+
+The order is the commit protocol of ``docs/architecture.md``: an executor's
+completion is a proposal; it is validated against the admitted schema, a
+complete preview is built, custody validates the capability and the observed
+workspace, and only then are the outputs applied and the next savepoint
+recorded. Any rejection restores the base savepoint; a restore that cannot be
+confirmed puts the delivery in ``intervention``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from contracts import (
+    ActionNode,
+    CustodyPreview,
+    ErrorCode,
+    ExecsysError,
+    ExecutionSite,
+    SavepointId,
+    digest_of,
+)
+from contracts._invocation import Completed, Failed, InvocationRequest, InvocationResult, NeedsInput
+from host._retry import backoff_s, may_retry
+from host._validate import validate_outputs
+from host.langgraph._context import StepWriter, invocation_id
+
+CAPABILITY_TTL_S = 24 * 3600.0
+
+
+async def run_action_turn(
+    writer: StepWriter,
+    node_id: str,
+    node: ActionNode,
+    site: dict[str, Any],
+    wake: Mapping[str, Any] | None,
+) -> None:
+    """Run the scheduled turn of ``node_id`` (first turn, retry or continuation)."""
+    from host.langgraph._handlers import begin, fail_node, materialize
+
+    ctx = writer.ctx
+    activation = int(site["activation"])
+    attempt = int(site.get("attempt", 1))
+    suspension = (writer.state.get("suspensions") or {}).get(node_id)
+    session: str | None = None
+    response: Any = None
+    turn = 1
+    if suspension is not None:
+        if wake is None or wake.get("correlation") != suspension.get("correlation"):
+            return  # still waiting for its own answer
+        turn = int(suspension["turn"]) + 1
+        session = suspension.get("session")
+        response = wake.get("response")
+        writer.put("suspensions", node_id, None)
+        writer.event(
+            node_id,
+            activation,
+            "block-cleared",
+            "blocked",
+            "active",
+            attempt=attempt,
+            request=f"{node_id}/{activation}/answer/{suspension['correlation']}",
+            rationale="action-input answered",
+        )
+    else:
+        if attempt > 1 and node.retry is not None:
+            await _sleep_unless_stopped(writer, backoff_s(node.retry, attempt))
+        if not begin(writer, site, node.max_visits):
+            return
+    try:
+        inputs = materialize(ctx, writer.state, node_id, node.inputs)
+    except ExecsysError as exc:
+        fail_node(writer, site, exc.code, exc.message, node.on_failure)
+        return
+    binding = ctx.delivery.executors.get(node.executor)
+    if binding is None:
+        fail_node(
+            writer,
+            site,
+            ErrorCode.EXECUTOR_UNBOUND,
+            f"executor '{node.executor}' has no binding",
+            node.on_failure,
+        )
+        return
+    invocation = invocation_id(ctx.delivery_id, node_id, activation, attempt)
+    exec_site = ExecutionSite(
+        delivery=ctx.delivery.delivery_id,
+        node=node_id,
+        activation=activation,
+        invocation=invocation,
+        attempt=attempt,
+    )
+    capability = await asyncio.to_thread(
+        ctx.custody.issue, exec_site, node.workspace, tuple(node.paths or ()), CAPABILITY_TTL_S
+    )
+    request = InvocationRequest(
+        delivery=ctx.delivery_id,
+        node=node_id,
+        activation=activation,
+        invocation=invocation,
+        attempt=attempt,
+        turn=turn,
+        input=inputs,
+        session=session,
+        response=response,
+    )
+    result = await _invoke_unless_stopped(writer, request, binding, capability.token)
+    base = capability.claims.base_savepoint
+    if result is None:
+        await _restore_or_intervene(writer, base)
+        writer.put("pending", node_id, None)
+        writer.event(
+            node_id,
+            activation,
+            "work-failed",
+            "active",
+            "failed",
+            attempt=attempt,
+            error={
+                "code": ErrorCode.SIBLING_STOPPED.value,
+                "message": "stopped: the delivery reached a terminal or was stopped",
+            },
+        )
+        return
+    if isinstance(result, NeedsInput):
+        correlation = "c-" + uuid.uuid4().hex
+        writer.put(
+            "suspensions",
+            node_id,
+            {
+                "correlation": correlation,
+                "invocation": invocation,
+                "session": result.session,
+                "question": result.question,
+                "turn": turn,
+                "activation": activation,
+                "attempt": attempt,
+            },
+        )
+        writer.put("correlations", correlation, "pending")
+        writer.event(
+            node_id,
+            activation,
+            "work-blocked",
+            "active",
+            "blocked",
+            attempt=attempt,
+            rationale="action-input requested",
+            request=f"{node_id}/{activation}/ask/{turn}",
+        )
+        return
+    if isinstance(result, Failed):
+        if not await _restore_or_intervene(writer, base):
+            return
+        if result.unknown_outcome:
+            writer.event(
+                node_id,
+                activation,
+                "work-failed",
+                "active",
+                "failed",
+                attempt=attempt,
+                error={"code": result.code.value, "message": result.detail},
+            )
+            writer.put("pending", node_id, None)
+            writer.intervention(
+                f"node '{node_id}': outcome of the executor turn is unknown ({result.code.value})"
+            )
+            return
+        if result.retryable and may_retry(node.retry, attempt):
+            writer.event(
+                node_id,
+                activation,
+                "work-failed",
+                "active",
+                "failed",
+                attempt=attempt,
+                error={"code": result.code.value, "message": result.reason},
+            )
+            writer.put("pending", node_id, {**_site_fields(site), "attempt": attempt + 1})
+            writer.goto.append(node_id)
+            return
+        code = result.code if not result.retryable else ErrorCode.RETRIES_EXHAUSTED
+        fail_node(
+            writer,
+            site,
+            code,
+            result.reason + (f": {result.detail}" if result.detail else ""),
+            node.on_failure,
+        )
+        return
+    await _commit(writer, node_id, node, site, result, capability.token, exec_site, base)
+
+
+def _site_fields(site: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in site.items() if k in {"activation", "attempt", "turn", "predecessors"}}
+
+
+async def _commit(
+    writer: StepWriter,
+    node_id: str,
+    node: ActionNode,
+    site: dict[str, Any],
+    result: Completed,
+    token: str,
+    exec_site: ExecutionSite,
+    base: SavepointId,
+) -> None:
+    from host.langgraph._handlers import commit_outputs, fail_node, successors_of
+
+    ctx = writer.ctx
+    try:
+        output = validate_outputs(node_id, node.outputs, result.output)
+        successors = successors_of(node_id, node, output)
+    except ExecsysError as exc:
+        if await _restore_or_intervene(writer, base):
+            fail_node(writer, site, exc.code, exc.message, node.on_failure)
+        return
+    preview = CustodyPreview(
+        capability=token,
+        site=exec_site,
+        update_digest=digest_of(
+            {
+                "node": node_id,
+                "activation": site["activation"],
+                "outputs": output,
+                "successors": successors,
+            }
+        ),
+        artifacts=result.artifacts,
+    )
+    try:
+        verdict = await asyncio.to_thread(ctx.custody.validate, preview)
+    except Exception as exc:  # custody state unknown: never guess
+        writer.intervention(f"custody could not validate '{node_id}': {type(exc).__name__}")
+        return
+    if not verdict.accepted or verdict.savepoint is None:
+        if await _restore_or_intervene(writer, base):
+            code = verdict.code or ErrorCode.CUSTODY_REJECTED
+            where = f" at {verdict.path}" if verdict.path else ""
+            fail_node(
+                writer, site, code, f"custody refused{where}: {verdict.message}", node.on_failure
+            )
+        return
+    try:
+        await asyncio.to_thread(ctx.custody.advance, ctx.delivery.delivery_id, verdict.savepoint)
+    except Exception as exc:
+        writer.intervention(f"custody could not advance for '{node_id}': {type(exc).__name__}")
+        return
+    writer.put("savepoint", "head", verdict.savepoint)
+    commit_outputs(writer, site, output, successors=successors)
+
+
+async def _restore_or_intervene(writer: StepWriter, savepoint: SavepointId) -> bool:
+    """Restore the base savepoint; on doubt, ask for a directive. True if confirmed."""
+    ctx = writer.ctx
+    try:
+        restored = await asyncio.to_thread(ctx.custody.restore, ctx.delivery.delivery_id, savepoint)
+    except Exception as exc:
+        writer.intervention(f"restore of savepoint {savepoint} failed: {type(exc).__name__}")
+        return False
+    if not restored.confirmed:
+        differs = ", ".join(restored.differences[:3])
+        writer.intervention(f"restore of savepoint {savepoint} is uncertain: {differs}")
+        return False
+    return True
+
+
+async def _sleep_unless_stopped(writer: StepWriter, seconds: float) -> None:
+    if seconds <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(writer.ctx.stop.wait(), timeout=seconds)
+
+
+async def _invoke_unless_stopped(
+    writer: StepWriter, request: InvocationRequest, binding: Any, token: str
+) -> InvocationResult | None:
+    """Invoke; return None if the delivery was stopped meanwhile (the turn is cancelled)."""
+    ctx = writer.ctx
+    if ctx.stop.is_set():
+        return None
+    workspace = ctx.custody.workspace(ctx.delivery.delivery_id)
+    call = asyncio.ensure_future(
+        ctx.invoker(request, binding, capability=token, workspace=workspace)
+    )
+    stopper = asyncio.ensure_future(ctx.stop.wait())
+    done, _ = await asyncio.wait({call, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if call in done:
+        stopper.cancel()
+        return _safe_result(call)
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await call
+    return None
+
+
+def _safe_result(call: asyncio.Future[InvocationResult]) -> InvocationResult:
+    try:
+        return call.result()
+    except Exception as exc:  # the invoker must not raise; if it does, the outcome is unknown
+        return Failed(
+            reason="invoker-raised",
+            code=ErrorCode.EXECUTOR_RAISED,
+            detail=f"{type(exc).__name__}: {exc}"[:300],
+            unknown_outcome=True,
+        )

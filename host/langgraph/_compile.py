@@ -1,0 +1,69 @@
+"""Compiling a control graph into a LangGraph graph, once per graph digest.
+
+The LangGraph graph has one node per control-graph node and no static edges
+between them: each handler returns ``Command(goto=...)`` naming exactly the
+successors the Host chose (route, selected branches, failure successor), so
+LangGraph never picks a path itself. ``START`` routes to whatever the resume
+input wakes (the start node on a new delivery, an answered action, a resolved
+wait). Delivery-specific context travels in the run config, so one compiled
+graph serves every delivery of the same graph.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, StateGraph
+
+from contracts import ControlGraph, graph_digest
+from host.langgraph._context import CompiledGraphInfo, DeliveryContext
+from host.langgraph._handlers import handle
+from host.langgraph._state import ThreadState
+
+CONTEXT_KEY = "__execsys_context"
+
+
+def _handler(node_id: str) -> Callable[[dict[str, Any], RunnableConfig], Awaitable[Any]]:
+    async def run(state: dict[str, Any], config: RunnableConfig) -> Any:
+        ctx: DeliveryContext = config["configurable"][CONTEXT_KEY]
+        step = int((config.get("metadata") or {}).get("langgraph_step", 0))
+        return await handle(node_id, state, ctx, step)
+
+    run.__name__ = f"node_{node_id}"
+    return run
+
+
+def _route_start(state: dict[str, Any]) -> list[str]:
+    return sorted((state.get("wake") or {}).keys())
+
+
+class GraphCache:
+    """Compiled graphs keyed by graph digest (thread-safe)."""
+
+    def __init__(self, checkpointer: Any) -> None:
+        self.checkpointer = checkpointer
+        self._graphs: dict[str, tuple[Any, CompiledGraphInfo]] = {}
+        self._lock = threading.Lock()
+        self.compiles = 0
+        """How many graphs were compiled (a benchmark checks it stays at one per graph)."""
+
+    def get(self, graph: ControlGraph) -> tuple[Any, CompiledGraphInfo]:
+        """The compiled graph and its facts for ``graph``, compiling on first use."""
+        key = graph_digest(graph)
+        with self._lock:
+            found = self._graphs.get(key)
+            if found is None:
+                found = (self._compile(graph), CompiledGraphInfo.of(graph))
+                self._graphs[key] = found
+                self.compiles += 1
+            return found
+
+    def _compile(self, graph: ControlGraph) -> Any:
+        builder: Any = StateGraph(ThreadState)
+        for node_id in graph.nodes:
+            builder.add_node(node_id, _handler(node_id))
+        builder.add_conditional_edges(START, _route_start, list(graph.nodes))
+        return builder.compile(checkpointer=self.checkpointer)

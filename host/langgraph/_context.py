@@ -1,0 +1,182 @@
+"""What a node handler needs besides the thread state, and how it writes a step."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from contracts import (
+    AdmittedDelivery,
+    BarrierNode,
+    ControlGraph,
+    Custody,
+    ErrorCode,
+    digest_of,
+)
+from contracts._invocation import Invoker
+from contracts._topology import Region, region_index
+from host._operations import Operation
+
+HOST_ACTOR = {"id": "host", "kind": "automation", "role": "host"}
+
+
+@dataclass
+class CompiledGraphInfo:
+    """Per-graph facts computed once at compile time."""
+
+    graph: ControlGraph
+    regions: dict[str, Region]
+    """Node -> the branch region it belongs to."""
+
+    @classmethod
+    def of(cls, graph: ControlGraph) -> CompiledGraphInfo:
+        """Compute the facts for ``graph``."""
+        return cls(graph=graph, regions=region_index(graph))
+
+
+@dataclass
+class DeliveryContext:
+    """Everything a node handler of one delivery may use (never checkpointed)."""
+
+    delivery: AdmittedDelivery
+    info: CompiledGraphInfo
+    custody: Custody
+    invoker: Invoker
+    operations: Mapping[str, Operation]
+    load_record: Callable[[str], Any]
+    """digest -> value, from the cache or the store."""
+    cache_record: Callable[[str, Any], None]
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when a terminal is reached or a stop is requested: in-flight turns end."""
+    sleep: Callable[[float], Any] = asyncio.sleep
+
+    @property
+    def delivery_id(self) -> str:
+        """The delivery id."""
+        return self.delivery.delivery_id
+
+
+def invocation_id(delivery: str, node: str, activation: int, attempt: int) -> str:
+    """Deterministic invocation id: a re-run of a crashed step reuses it (idempotency key)."""
+    raw = f"{delivery}/{node}/{activation}/{attempt}".encode()
+    return "inv-" + hashlib.sha256(raw).hexdigest()[:24]
+
+
+class StepWriter:
+    """Collects one node's writes for one super-step."""
+
+    def __init__(self, ctx: DeliveryContext, state: Mapping[str, Any], node: str) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.node = node
+        self.updates: dict[str, dict[str, Any]] = {}
+        self.outbox: list[dict[str, Any]] = []
+        self.goto: list[str] = []
+
+    def put(self, channel: str, key: str, value: Any) -> None:
+        """Write ``value`` under ``key`` of a merged channel (``None`` deletes)."""
+        self.updates.setdefault(channel, {})[key] = value
+
+    def current(self, channel: str, key: str) -> Any:
+        """The value as this step sees it: its own write, else committed state."""
+        pending = self.updates.get(channel, {})
+        if key in pending:
+            return pending[key]
+        return (self.state.get(channel) or {}).get(key)
+
+    def record(self, value: Any) -> str:
+        """Store ``value`` content-addressed; return its digest."""
+        digest = digest_of(value)
+        self.ctx.cache_record(digest, value)
+        self.outbox.append({"type": "record", "digest": digest, "value": value})
+        return digest
+
+    def event(
+        self,
+        node: str,
+        activation: int,
+        transition: str,
+        prior: str,
+        result: str,
+        *,
+        attempt: int | None = None,
+        refs: list[dict[str, str]] | None = None,
+        predecessors: list[list[Any]] | None = None,
+        error: Mapping[str, str] | None = None,
+        approvals: list[dict[str, Any]] | None = None,
+        actor: Mapping[str, str] | None = None,
+        authorization: Mapping[str, str] | None = None,
+        rationale: str = "",
+        request: str = "",
+    ) -> None:
+        """Queue a journal transition draft; the saver chains it at commit."""
+        self.outbox.append(
+            {
+                "type": "event",
+                "request": request or f"{node}/{activation}/{transition}/{attempt or 0}",
+                "node": node,
+                "activation": activation,
+                "transition": transition,
+                "prior": prior,
+                "result": result,
+                "attempt": attempt,
+                "refs": refs or [],
+                "predecessors": predecessors or [],
+                "error": dict(error) if error else None,
+                "approvals": approvals or [],
+                "actor": dict(actor or HOST_ACTOR),
+                "authorization": dict(authorization) if authorization else None,
+                "rationale": rationale,
+            }
+        )
+
+    def status(self, status: str, *, outcome: str | None = None, message: str = "") -> None:
+        """Set the delivery's run status."""
+        self.put("run", "status", status)
+        self.put("run", "outcome", outcome if outcome is not None else "")
+        self.put("run", "message", message)
+
+    def schedule(self, target: str, predecessor: tuple[str, int]) -> None:
+        """Make ``target`` run next, as a new activation caused by ``predecessor``."""
+        graph = self.ctx.info.graph
+        node = graph.nodes[target]
+        if isinstance(node, BarrierNode):
+            region = self.ctx.info.regions.get(predecessor[0])
+            if region is not None:
+                info = self.current("regions", region.parallel) or {}
+                self.put("marks", f"{region.parallel}/{region.branch}", info.get("round", 0))
+                self.put(
+                    "marks",
+                    f"{region.parallel}/{region.branch}#tail",
+                    [predecessor[0], predecessor[1]],
+                )
+            if target not in self.goto:
+                self.goto.append(target)
+            return
+        activation = int(self.current("visits", target) or 0) + 1
+        self.put("visits", target, activation)
+        self.put(
+            "pending",
+            target,
+            {
+                "activation": activation,
+                "attempt": 1,
+                "turn": 1,
+                "predecessors": [[predecessor[0], predecessor[1]]],
+            },
+        )
+        if target not in self.goto:
+            self.goto.append(target)
+
+    def fail_delivery(self, code: ErrorCode | str, message: str) -> None:
+        """The delivery fails closed with ``code``."""
+        self.status("failed", outcome=str(code), message=message)
+        self.ctx.stop.set()
+
+    def intervention(self, message: str) -> None:
+        """The delivery needs an operator's directive."""
+        self.status("intervention", outcome=ErrorCode.INTERVENTION_REQUIRED.value, message=message)
+        self.ctx.stop.set()

@@ -1,0 +1,66 @@
+"""The LangGraph Host factory: validate the exact configuration, create storage."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+
+from contracts import Custody, ErrorCode, error
+from contracts._config import LangGraphHostConfig, sqlite_path
+from contracts._invocation import Invoker
+from host._operations import Operation
+from host._protocol import CoordinatorHost
+
+
+def store_location(config: LangGraphHostConfig, base: Path | None = None) -> tuple[Path, Path]:
+    """(store file, data folder) of a configuration; relative paths resolve against ``base``."""
+    raw = sqlite_path(config.store)
+    if raw is None:
+        raise error(
+            ErrorCode.HOST_CREATION_FAILED,
+            "this build's LangGraph Host stores deliveries in SQLite only",
+            path="store",
+            expected="sqlite:///PATH (PostgreSQL support is not built in yet)",
+        )
+    path = Path(raw)
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    data = Path(config.data_dir) if config.data_dir else path.parent
+    if not data.is_absolute():
+        data = (base or Path.cwd()) / data
+    return path, data
+
+
+class LangGraphHostFactory:
+    """Creates ``LangGraphHost`` instances for one exact configuration."""
+
+    def __init__(self, config: LangGraphHostConfig, base: Path | None = None) -> None:
+        # Construction only remembers the configuration: nothing is opened or compiled.
+        self.config = config
+        self.base = base
+
+    def create(
+        self, *, custody: Custody, invoker: Invoker, operations: Mapping[str, Operation]
+    ) -> CoordinatorHost:
+        """Create the store (tables, folders) and return the Host; fail as one error."""
+        from host.langgraph._host import LangGraphHost
+
+        store, data = store_location(self.config, self.base)
+        try:
+            data.mkdir(parents=True, exist_ok=True)
+            return LangGraphHost(
+                store_path=store,
+                data_dir=data,
+                custody=custody,
+                invoker=invoker,
+                operations=operations,
+                lease_ttl_s=self.config.lease_ttl_s,
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise error(
+                ErrorCode.HOST_CREATION_FAILED,
+                f"cannot create the store: {exc}",
+                path=str(store),
+                expected="a writable store location",
+            ) from None

@@ -1,0 +1,367 @@
+"""The LangGraph Host: the ``CoordinatorHost`` capability on LangGraph + SQLite.
+
+Creating a Host opens the store and creates the Host's tables; it compiles
+nothing and starts nothing. LangGraph itself is imported on first use, so
+reading commands never pay for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from contracts import (
+    AdmittedDelivery,
+    Custody,
+    ErrorCode,
+    ExecsysError,
+    WaitNode,
+    canonical_bytes,
+    error,
+    validation_problem,
+)
+from contracts._invocation import Invoker
+from contracts._status import StatusReport
+from host._operations import Operation
+from host.langgraph._journal_book import JournalBook
+from host.langgraph._lease import LeaseManager
+from host.langgraph._store import Store, connect
+from host.langgraph._views import derive_status, inspect_report, list_report, status_report
+
+RECURSION_LIMIT = 1_000_000
+"""LangGraph's super-step bound; cycles are bounded by max_visits instead."""
+
+_HALTED = {"completed", "failed", "cancelled", "retired"}
+
+
+class LangGraphHost:
+    """Runs admitted deliveries on private LangGraph threads in one store."""
+
+    def __init__(
+        self,
+        *,
+        store_path: Path,
+        data_dir: Path,
+        custody: Custody,
+        invoker: Invoker,
+        operations: Mapping[str, Operation],
+        lease_ttl_s: float = 30.0,
+    ) -> None:
+        self.store_path = store_path
+        self.data_dir = data_dir
+        self.store = Store(connect(store_path))
+        self.store.setup()
+        self.custody = custody
+        self.invoker = invoker
+        self.operations = dict(operations)
+        self.journals = JournalBook(self.store)
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.leases = LeaseManager(self.store, data_dir / "locks", self.holder, lease_ttl_s)
+        self._engine: tuple[Any, Any] | None = None
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._records: OrderedDict[str, Any] = OrderedDict()
+
+    # --- engine (lazy: importing LangGraph costs most of a second) -----------------------
+
+    def engine(self) -> tuple[Any, Any]:
+        """(saver, graph cache), created on first use."""
+        if self._engine is None:
+            from host.langgraph._compile import GraphCache
+            from host.langgraph._saver import HostSaver
+
+            saver = HostSaver(self.store, self.journals, derive_status)
+            saver.setup()
+            self._engine = (saver, GraphCache(saver))
+        return self._engine
+
+    @property
+    def compiles(self) -> int:
+        """Graphs compiled so far by this Host."""
+        return 0 if self._engine is None else int(self._engine[1].compiles)
+
+    def _lock(self, delivery: str) -> asyncio.Lock:
+        return self._locks.setdefault(delivery, asyncio.Lock())
+
+    def _cache_record(self, digest: str, value: Any) -> None:
+        self._records[digest] = value
+        self._records.move_to_end(digest)
+        while len(self._records) > 10_000:
+            self._records.popitem(last=False)
+
+    def _load_record(self, digest: str) -> Any:
+        if digest in self._records:
+            return self._records[digest]
+        value = self.store.get_record(digest)
+        self._cache_record(digest, value)
+        return value
+
+    def _delivery(self, delivery_id: str) -> AdmittedDelivery:
+        row = self.store.delivery_row(delivery_id)
+        if row is None:
+            raise error(
+                ErrorCode.DELIVERY_NOT_FOUND,
+                "no such delivery",
+                path=delivery_id,
+                expected="a delivery id listed by 'execsys status'",
+            )
+        if row["status"] == "retired":
+            raise error(ErrorCode.DELIVERY_RETIRED, "the delivery is retired", path=delivery_id)
+        delivery = AdmittedDelivery.model_validate_json(row["document"])
+        if delivery.digest != row["digest"]:
+            raise error(
+                ErrorCode.STORE_ERROR,
+                "stored delivery does not match its digest",
+                path=delivery_id,
+                expected=row["digest"],
+            )
+        return delivery
+
+    # --- operations -----------------------------------------------------------------------
+
+    async def run(
+        self, delivery: AdmittedDelivery, *, seed: str | None = None, created_by: str = "runner"
+    ) -> StatusReport:
+        """Admit ``delivery`` into the store and run it to its next stop."""
+        did = delivery.delivery_id
+        async with self._lock(did):
+            if self.store.delivery_row(did) is not None:
+                raise error(
+                    ErrorCode.DELIVERY_EXISTS,
+                    "this delivery was already started",
+                    path=did,
+                    expected="'execsys status' or 'execsys recover'",
+                )
+            token = self.leases.acquire(did)
+            try:
+                head = await asyncio.to_thread(self.custody.open, delivery.delivery_id, seed)
+                with self.store.transaction() as cur:
+                    self.store.insert_delivery(
+                        cur,
+                        did,
+                        delivery.graph.graph,
+                        delivery.graph_digest,
+                        delivery.digest,
+                        canonical_bytes(delivery.model_dump(mode="json")),
+                    )
+                    self.journals.create(cur, delivery, created_by)
+                start = delivery.graph.start
+                first = {
+                    "run": {"status": "running", "message": "started"},
+                    "visits": {start: 1},
+                    "pending": {
+                        start: {"activation": 1, "attempt": 1, "turn": 1, "predecessors": []}
+                    },
+                    "wake": {start: {}},
+                    "savepoint": {"head": head},
+                }
+                await self._drive(delivery, first, token)
+            finally:
+                self.leases.release(did)
+        return self.status(did)
+
+    async def answer(self, delivery_id: str, correlation: str, response: Any) -> StatusReport:
+        """Continue a suspended action with the answer to its question (action-input)."""
+        async with self._lock(delivery_id):
+            delivery = self._delivery(delivery_id)
+            token = self.leases.acquire(delivery_id, wait_s=10.0)
+            try:
+                values = await self._values(delivery)
+                node = self._match_correlation(delivery_id, values, correlation)
+                wake = {
+                    "wake": {node: {"correlation": correlation, "response": response}},
+                    "correlations": {correlation: "answered"},
+                    "run": {"status": "running", "message": f"answer for '{node}'"},
+                }
+                await self._drive(delivery, wake, token)
+            finally:
+                self.leases.release(delivery_id)
+        return self.status(delivery_id)
+
+    async def resolve(
+        self, delivery_id: str, node: str, actor: str, role: str, result: Any
+    ) -> StatusReport:
+        """Record an admitted actor's resolution of a pending workflow wait."""
+        async with self._lock(delivery_id):
+            delivery = self._delivery(delivery_id)
+            token = self.leases.acquire(delivery_id, wait_s=10.0)
+            try:
+                values = await self._values(delivery)
+                self._check_resolution(delivery, values, node, actor, role, result)
+                wake = {
+                    "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
+                    "run": {"status": "running", "message": f"{actor} resolved '{node}'"},
+                }
+                await self._drive(delivery, wake, token)
+            finally:
+                self.leases.release(delivery_id)
+        return self.status(delivery_id)
+
+    def status(self, delivery_id: str) -> StatusReport:
+        """The delivery's current status (from the store; no LangGraph)."""
+        return status_report(self.store, delivery_id)
+
+    def inspect(self, delivery_id: str) -> dict[str, Any]:
+        """Status, node states and attempts, heads, and the directives possible now."""
+        return inspect_report(self.store, delivery_id)
+
+    def deliveries(self) -> list[dict[str, Any]]:
+        """Every delivery in the store."""
+        return list_report(self.store)
+
+    def close(self) -> None:
+        """Release leases and close the store."""
+        self.leases.close()
+        with self.store.lock:
+            self.store.conn.close()
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _config(self, delivery: AdmittedDelivery, stop: asyncio.Event) -> dict[str, Any]:
+        from host.langgraph._compile import CONTEXT_KEY
+        from host.langgraph._context import DeliveryContext
+
+        _, graphs = self.engine()
+        _, info = graphs.get(delivery.graph)
+        ctx = DeliveryContext(
+            delivery=delivery,
+            info=info,
+            custody=self.custody,
+            invoker=self.invoker,
+            operations=self.operations,
+            load_record=self._load_record,
+            cache_record=self._cache_record,
+            stop=stop,
+        )
+        return {
+            "configurable": {"thread_id": delivery.delivery_id, CONTEXT_KEY: ctx},
+            "recursion_limit": RECURSION_LIMIT,
+        }
+
+    async def _values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
+        _, graphs = self.engine()
+        graph, _ = graphs.get(delivery.graph)
+        snapshot = await graph.aget_state(self._config(delivery, asyncio.Event()))
+        return dict(snapshot.values or {})
+
+    async def _drive(self, delivery: AdmittedDelivery, first: Any, token: int) -> None:
+        saver, graphs = self.engine()
+        graph, _ = graphs.get(delivery.graph)
+        self.journals.register(delivery)
+        saver.tokens[delivery.delivery_id] = token
+        config = self._config(delivery, asyncio.Event())
+        try:
+            await graph.ainvoke(first, config, durability="sync")
+        except ExecsysError:
+            raise
+        except Exception as exc:
+            self.journals.forget(delivery.delivery_id)
+            from host.langgraph._errors import substrate_error
+
+            raise substrate_error(exc, delivery.delivery_id) from exc
+        finally:
+            saver.tokens.pop(delivery.delivery_id, None)
+
+    def _match_correlation(self, delivery_id: str, values: dict[str, Any], correlation: str) -> str:
+        suspensions = values.get("suspensions") or {}
+        for node, suspension in suspensions.items():
+            if suspension.get("correlation") == correlation:
+                return str(node)
+        known = (values.get("correlations") or {}).get(correlation)
+        if known == "answered":
+            raise error(
+                ErrorCode.CORRELATION_USED, "this question was already answered", path=correlation
+            )
+        if known == "stale":
+            raise error(
+                ErrorCode.CORRELATION_STALE, "this question is no longer pending", path=correlation
+            )
+        if values.get("waits") and not suspensions:
+            raise error(
+                ErrorCode.SUSPENSION_KIND_MISMATCH,
+                "the delivery waits for a workflow wait, not an action-input",
+                path=delivery_id,
+                expected="'execsys resolve'",
+            )
+        raise error(
+            ErrorCode.CORRELATION_UNKNOWN,
+            "no pending question has this correlation",
+            path=correlation,
+            expected="a correlation shown by 'execsys status'",
+        )
+
+    def _check_resolution(
+        self,
+        delivery: AdmittedDelivery,
+        values: dict[str, Any],
+        node: str,
+        actor: str,
+        role: str,
+        result: Any,
+    ) -> None:
+        spec = delivery.graph.nodes.get(node)
+        waits = values.get("waits") or {}
+        if node in (values.get("suspensions") or {}):
+            raise error(
+                ErrorCode.SUSPENSION_KIND_MISMATCH,
+                f"'{node}' is waiting for an action-input answer, not a resolution",
+                path=node,
+                expected="'execsys input'",
+            )
+        if not isinstance(spec, WaitNode) or node not in waits:
+            raise error(
+                ErrorCode.WAIT_NOT_PENDING,
+                f"no workflow wait is pending at '{node}'",
+                path=node,
+                expected="a wait node shown by 'execsys status'",
+            )
+        problem = validation_problem(spec.result, result)
+        if problem is not None:
+            raise error(
+                ErrorCode.WAIT_RESULT_INVALID,
+                f"result: {problem[1]}",
+                path=f"result.{problem[0]}".rstrip("."),
+                expected="a value valid against the wait's result schema",
+            )
+        roles = delivery.authority.roles_of(actor)
+        if actor not in delivery.authority.actors:
+            raise error(
+                ErrorCode.ACTOR_NOT_ADMITTED,
+                f"actor '{actor}' is not in the delivery's authority policy",
+                path=actor,
+            )
+        if role not in roles:
+            raise error(
+                ErrorCode.ROLE_NOT_ADMITTED,
+                f"the authority policy does not give '{actor}' the role '{role}'",
+                path=role,
+                expected="one of " + ", ".join(sorted(roles)),
+            )
+        if role not in spec.authority.roles:
+            raise error(
+                ErrorCode.ROLE_NOT_ADMITTED,
+                f"role '{role}' cannot resolve '{node}'",
+                path=role,
+                expected="one of " + ", ".join(spec.authority.roles),
+            )
+        pending = waits[node]
+        if spec.authority.distinct_actors and any(
+            a["actor"] == actor for a in pending.get("approvals", [])
+        ):
+            raise error(
+                ErrorCode.APPROVAL_DUPLICATE_ACTOR,
+                f"'{actor}' already approved this wait",
+                path=actor,
+                expected="an approval from a different actor",
+            )
+        if pending.get("approvals") and pending.get("result") != result:
+            raise error(
+                ErrorCode.WAIT_RESULT_INVALID,
+                "the result differs from the earlier approvals of this wait",
+                path="result",
+                expected="the same result as the earlier approvals",
+            )

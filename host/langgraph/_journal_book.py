@@ -1,0 +1,182 @@
+"""The Host's journals: one per delivery, appended inside checkpoint transactions.
+
+Node handlers cannot chain events themselves (parallel branches of one
+super-step do not see each other's writes), so they queue *drafts*; at commit
+the saver hands this book a step's drafts, and the book turns each into an
+append command against the current head, runs the journal's rules, and
+writes the resulting lines with the same cursor as the checkpoint.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts import AdmittedDelivery, Digest, WaitNode
+from contracts._journal import (
+    ActivationRef,
+    Actor,
+    ActorKind,
+    Approval,
+    ApprovalRequirement,
+    AttemptRef,
+    ErrorInfo,
+    JournalEvent,
+    JournalHeader,
+    NodeDecl,
+    NodeState,
+    RecordRef,
+    TaskKind,
+    Transition,
+)
+from contracts._topology import predecessors
+from host.journal import AppendCommand, Journal, authority_digest, decode_line, encode_record
+from host.journal._codec import record_digest
+from host.langgraph._store import Store
+
+
+def journal_time() -> str:
+    """Now, in the journal's one spelling of an instant."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def build_header(delivery: AdmittedDelivery, created_by: str) -> JournalHeader:
+    """The journal header binding a delivery's id, policy and graph."""
+    graph = delivery.graph
+    preds = predecessors(graph)
+    nodes = []
+    for nid, node in graph.nodes.items():
+        if isinstance(node, WaitNode):
+            requirement = ApprovalRequirement(
+                roles=node.authority.roles,
+                min_count=node.authority.min_count,
+                distinct_actors=node.authority.distinct_actors,
+            )
+            nodes.append(
+                NodeDecl(
+                    id=nid,
+                    task=TaskKind.HYBRID,
+                    upstream=tuple(sorted(preds[nid])),
+                    roles=node.authority.roles,
+                    approval=requirement,
+                )
+            )
+        else:
+            nodes.append(NodeDecl(id=nid, upstream=tuple(sorted(preds[nid]))))
+    return JournalHeader(
+        execution=delivery.delivery_id,
+        authority=authority_digest(delivery.authority),
+        graph=delivery.graph_digest,
+        start=graph.start,
+        nodes=tuple(nodes),
+        created_by=Actor(id=created_by, kind=ActorKind.AUTOMATION),
+        time=journal_time(),
+    )
+
+
+class JournalBook:
+    """In-memory journals of the deliveries this process writes, backed by the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._journals: dict[str, Journal] = {}
+        self._deliveries: dict[str, AdmittedDelivery] = {}
+
+    def register(self, delivery: AdmittedDelivery) -> None:
+        """Make a delivery's policy known (needed to open or rehydrate its journal)."""
+        self._deliveries[delivery.delivery_id] = delivery
+
+    def create(self, cur: sqlite3.Cursor, delivery: AdmittedDelivery, created_by: str) -> None:
+        """Write the header of a new delivery's journal."""
+        self.register(delivery)
+        header = build_header(delivery, created_by)
+        journal = Journal.create(header, delivery.authority)
+        self.store.put_journal_line(
+            cur, delivery.delivery_id, 0, record_digest(header), encode_record(header)
+        )
+        self._journals[delivery.delivery_id] = journal
+
+    def journal(self, delivery_id: str, cur: sqlite3.Cursor | None = None) -> Journal:
+        """The delivery's journal, rehydrated from the store on first use."""
+        journal = self._journals.get(delivery_id)
+        if journal is None:
+            if cur is not None:
+                rows = cur.execute(
+                    "SELECT line FROM execsys_journal WHERE delivery = ? ORDER BY ordinal",
+                    (delivery_id,),
+                ).fetchall()
+                lines = [bytes(r[0]) for r in rows]
+            else:
+                lines = self.store.journal_lines(delivery_id)
+            records = [decode_line(line, i) for i, line in enumerate(lines)]
+            header = records[0]
+            events = [r for r in records[1:] if isinstance(r, JournalEvent)]
+            assert isinstance(header, JournalHeader)
+            assert len(events) == len(records) - 1
+            authority = self._deliveries[delivery_id].authority
+            journal = Journal.rehydrate(header, events, authority)
+            self._journals[delivery_id] = journal
+        return journal
+
+    def forget(self, delivery_id: str) -> None:
+        """Drop the cached journal (after a rolled-back transaction)."""
+        self._journals.pop(delivery_id, None)
+
+    def append(self, cur: sqlite3.Cursor, delivery_id: str, drafts: list[dict[str, Any]]) -> None:
+        """Chain a step's drafts onto the journal and write them with ``cur``."""
+        journal = self.journal(delivery_id, cur)
+        before = len(journal)
+        try:
+            now = datetime.now(UTC)
+            for draft in drafts:
+                journal.append(_command(draft, journal.head, now))
+            for event in journal.events[before:]:
+                self.store.put_journal_line(
+                    cur, delivery_id, event.ordinal, record_digest(event), encode_record(event)
+                )
+        except BaseException:
+            # The transaction rolls back: the in-memory journal must not stay ahead of it.
+            self.forget(delivery_id)
+            raise
+
+
+def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
+    attempt = draft.get("attempt")
+    actor = draft.get("actor") or {}
+    kind = ActorKind(actor.get("kind", "automation"))
+    return AppendCommand(
+        request=draft["request"],
+        expected_head=Digest(head),
+        actor=Actor(
+            id=actor.get("id", "host"),
+            kind=kind,
+            role=actor.get("role") if kind is ActorKind.HUMAN else None,
+        ),
+        at=now,
+        rationale=draft.get("rationale", ""),
+        node=draft["node"],
+        activation=int(draft["activation"]),
+        expected_state=NodeState(draft["prior"]),
+        transition=Transition(draft["transition"]),
+        attempt=(
+            AttemptRef(id=f"{draft['node']}#{draft['activation']}.{attempt}", sequence=attempt)
+            if attempt is not None
+            else None
+        ),
+        refs=tuple(RecordRef(**ref) for ref in draft.get("refs") or ()),
+        approvals=tuple(
+            Approval(
+                actor=a["actor"],
+                kind=ActorKind.HUMAN,
+                role=a["role"],
+                record=RecordRef(**a["record"]),
+            )
+            for a in draft.get("approvals") or ()
+        ),
+        error=ErrorInfo(**draft["error"]) if draft.get("error") else None,
+        authorization=RecordRef(**draft["authorization"]) if draft.get("authorization") else None,
+        predecessors=tuple(
+            ActivationRef(node=p[0], activation=int(p[1])) for p in draft.get("predecessors") or ()
+        ),
+    )

@@ -1,0 +1,219 @@
+"""The checkpointer: LangGraph's SqliteSaver, plus everything that must commit with it.
+
+``put`` writes, in ONE SQLite transaction: the checkpoint; the records the
+step produced; the step's journal events (chained onto the stored head and
+checked against the journal's rules); the delivery's derived status; and a
+check of the writer's fencing token. Either all of it is durable or none of it
+is, which is what lets ``inspect`` promise that checkpoint and journal agree.
+
+The stock saver commits even when its body raises and offers no async
+methods; both are fixed here. Async methods call the synchronous ones directly:
+each is one short transaction, and one connection serializes them anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from contracts import ErrorCode, canonical_bytes, error
+from host.langgraph._journal_book import JournalBook
+from host.langgraph._store import Store
+
+StatusDeriver = Callable[[dict[str, Any], bool], tuple[str, str | None, dict[str, Any]]]
+
+
+class HostSaver(SqliteSaver):
+    """SqliteSaver that commits the Host's records, journal and status with each checkpoint."""
+
+    def __init__(
+        self,
+        store: Store,
+        journals: JournalBook,
+        derive_status: StatusDeriver,
+    ) -> None:
+        super().__init__(store.conn)
+        self.lock = store.lock  # one lock for every write on the shared connection
+        self.store = store
+        self.journals = journals
+        self.derive_status = derive_status
+        self.tokens: dict[str, int] = {}
+        """delivery -> the fencing token this process holds."""
+        self._local = threading.local()
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[Any]:
+        """Like the stock cursor, but a failing body rolls back instead of committing."""
+        with self.lock:
+            self.setup()
+            cur = self.conn.cursor()
+            try:
+                if transaction:
+                    # Take the write lock up front: a deferred transaction that
+                    # upgrades later can fail at once under another writer.
+                    cur.execute("BEGIN IMMEDIATE")
+                yield cur
+            except BaseException:
+                if transaction:
+                    self.conn.rollback()
+                raise
+            else:
+                if transaction:
+                    self.conn.commit()
+            finally:
+                cur.close()
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Write the checkpoint and everything that rides with it, atomically."""
+        thread_id = str(config["configurable"]["thread_id"])
+        checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
+        type_, blob = self.serde.dumps_typed(checkpoint)
+        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode(
+            "utf-8", "ignore"
+        )
+        values: dict[str, Any] = dict(checkpoint.get("channel_values") or {})
+        outbox = values.get("outbox") if "outbox" in new_versions else None
+        # Work is still scheduled when a trigger channel holds an unconsumed value.
+        more = metadata.get("source") == "input" or any(
+            str(ch).startswith("branch:to:") for ch in values
+        )
+        with self.cursor() as cur:
+            self._fence(cur, thread_id)
+            cur.execute(
+                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+                "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint["id"],
+                    config["configurable"].get("checkpoint_id"),
+                    type_,
+                    blob,
+                    meta,
+                ),
+            )
+            if checkpoint_ns == "":
+                drafts = []
+                for item in outbox or ():
+                    if item.get("type") == "record":
+                        self.store.put_record(cur, item["digest"], canonical_bytes(item["value"]))
+                    elif item.get("type") == "event":
+                        drafts.append(item)
+                if drafts:
+                    self.journals.append(cur, thread_id, drafts)
+                status, outcome, detail = self.derive_status(values, more)
+                self.store.set_status(cur, thread_id, status, outcome, detail, checkpoint["id"])
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes, fenced like ``put``."""
+        thread_id = str(config["configurable"]["thread_id"])
+        special = all(w[0] in WRITES_IDX_MAP for w in writes)
+        verb = "INSERT OR REPLACE" if special else "INSERT OR IGNORE"
+        with self.cursor() as cur:
+            self._fence(cur, thread_id)
+            cur.executemany(
+                f"{verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+                "task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        thread_id,
+                        str(config["configurable"]["checkpoint_ns"]),
+                        str(config["configurable"]["checkpoint_id"]),
+                        task_id,
+                        task_path,
+                        WRITES_IDX_MAP.get(channel, idx),
+                        channel,
+                        *self.serde.dumps_typed(value),
+                    )
+                    for idx, (channel, value) in enumerate(writes)
+                ],
+            )
+
+    def _fence(self, cur: Any, delivery: str) -> None:
+        token = self.tokens.get(delivery)
+        row = cur.execute(
+            "SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,)
+        ).fetchone()
+        if token is None or row is None or int(row[0]) != token:
+            raise error(
+                ErrorCode.LEASE_FENCED,
+                "this runner no longer owns the delivery; its write was refused",
+                path=delivery,
+                expected=f"fencing token {row[0] if row else '?'}",
+            )
+
+    # --- async twins: the stock saver raises NotImplementedError -----------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async twin of get_tuple."""
+        return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async twin of list (materialized first: list() holds the lock while yielding)."""
+        items = list(self.list(config, filter=filter, before=before, limit=limit))
+        for item in items:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of put."""
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async twin of put_writes."""
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async twin of delete_thread."""
+        self.delete_thread(thread_id)

@@ -1,0 +1,135 @@
+"""Status and inspection views, derived from stored facts without LangGraph."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts import ErrorCode, error
+from contracts._status import DeliveryStatus, StatusReport, SuspensionView, WaitView
+from host.langgraph._store import Store
+
+
+def derive_status(values: dict[str, Any], more: bool) -> tuple[str, str | None, dict[str, Any]]:
+    """Status, outcome and detail of a delivery from a checkpoint's channel values.
+
+    ``more`` says whether the step scheduled further work. A running delivery
+    with nothing scheduled is suspended (an action asked a question), waiting
+    (a workflow wait), or stalled — which only a directive can resolve.
+    """
+    run = values.get("run") or {}
+    status = str(run.get("status") or "running")
+    outcome = run.get("outcome") or None
+    suspensions = values.get("suspensions") or {}
+    waits = values.get("waits") or {}
+    detail: dict[str, Any] = {
+        "message": run.get("message", ""),
+        "suspensions": [
+            {"correlation": s["correlation"], "node": node, "question": s.get("question")}
+            for node, s in sorted(suspensions.items())
+        ],
+        "waits": [
+            {
+                "node": node,
+                "kind": w["kind"],
+                "approvals": len(w.get("approvals", [])),
+                "needed": w.get("needed", 1),
+                "roles": w.get("roles", []),
+            }
+            for node, w in sorted(waits.items())
+        ],
+        "savepoint": (values.get("savepoint") or {}).get("head"),
+    }
+    if status == "running" and not more:
+        if waits:
+            status = "waiting"
+        elif suspensions:
+            status = "suspended"
+        else:
+            status = "intervention"
+            outcome = ErrorCode.INTERVENTION_REQUIRED.value
+            detail["message"] = "no runnable work remains and no terminal was reached"
+    return status, outcome, detail
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def status_report(store: Store, delivery: str) -> StatusReport:
+    """The status report of one delivery."""
+    row = store.delivery_row(delivery)
+    if row is None:
+        raise error(
+            ErrorCode.DELIVERY_NOT_FOUND,
+            "no such delivery",
+            path=delivery,
+            expected="a delivery id listed by 'execsys status'",
+        )
+    detail = row["detail"]
+    suspensions = tuple(SuspensionView(**s) for s in detail.get("suspensions", []))
+    waits = detail.get("waits", [])
+    return StatusReport(
+        delivery=row["delivery"],
+        graph=row["graph"],
+        status=DeliveryStatus(row["status"]),
+        outcome=row["outcome"],
+        suspension=suspensions[0] if suspensions else None,
+        suspensions=suspensions,
+        wait=WaitView(node=waits[0]["node"], kind=waits[0]["kind"]) if waits else None,
+        message=detail.get("message", ""),
+        updated=_iso(row["updated"]),
+    )
+
+
+def list_report(store: Store) -> list[dict[str, Any]]:
+    """``status --json`` without a delivery."""
+    return [{**row, "updated": _iso(row["updated"])} for row in store.list_deliveries()]
+
+
+_DIRECTIVES: dict[str, list[str]] = {
+    "running": ["stop"],
+    "suspended": ["input", "stop"],
+    "waiting": ["resolve", "stop"],
+    "intervention": ["recover continue", "recover restart-from-savepoint", "recover intervene"],
+    "stopped": ["recover continue", "recover restart-from-savepoint", "retire"],
+    "completed": ["retire"],
+    "failed": ["retire"],
+    "cancelled": ["retire"],
+    "retired": [],
+}
+
+
+def inspect_report(store: Store, delivery: str) -> dict[str, Any]:
+    """Status plus node states and attempts (replayed from the journal), heads and directives."""
+    from contracts import AdmittedDelivery
+    from host.journal import replay_lines
+
+    report = status_report(store, delivery)
+    row = store.delivery_row(delivery)
+    assert row is not None
+    admitted = AdmittedDelivery.model_validate_json(row["document"])
+    journal = replay_lines(store.journal_lines(delivery), admitted.authority)
+    projection = journal.projection()
+    nodes: dict[str, Any] = {}
+    for node in admitted.graph.nodes:
+        views = [v for (n, _), v in projection.activations.items() if n == node]
+        latest = projection.current.get(node)  # type: ignore[call-overload]
+        nodes[node] = {
+            "state": projection.state(node).value,  # type: ignore[arg-type]
+            "attempts": sum(len(v.attempts) for v in views),
+            "activations": latest or 0,
+        }
+    detail = row["detail"]
+    return {
+        **report.public(),
+        "graph": report.graph,
+        "updated": report.updated,
+        "suspensions": [s.model_dump(mode="json") for s in report.suspensions],
+        "waits": detail.get("waits", []),
+        "nodes": nodes,
+        "journal": {"head": projection.head, "events": projection.events},
+        "custody": {"savepoint": detail.get("savepoint")},
+        "checkpoint": row["checkpoint"],
+        "directives": _DIRECTIVES.get(report.status.value, []),
+    }

@@ -1,0 +1,264 @@
+"""Executor backends: Python callables, commands, and scripted replies.
+
+Every backend turns whatever the executor does into exactly one
+``InvocationResult``; misbehaviour (bad JSON, extra output, a crash, a hang)
+becomes a ``Failed`` with a stable code, never an exception in the Host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from contracts import CommandBinding, ErrorCode, ExecutorBinding, PythonBinding, ScriptedBinding
+from contracts._invocation import (
+    Completed,
+    Failed,
+    InvocationRequest,
+    InvocationResult,
+    NeedsInput,
+)
+
+_RESULT: TypeAdapter[InvocationResult] = TypeAdapter(InvocationResult)
+
+
+def parse_result(value: Any) -> InvocationResult:
+    """Validate an executor's reply; a malformed one is a protocol failure."""
+    if isinstance(value, Completed | NeedsInput | Failed):
+        value = value.model_dump(mode="json")
+    try:
+        result = _RESULT.validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return Failed(
+            reason="protocol-error",
+            code=ErrorCode.EXECUTOR_PROTOCOL_ERROR,
+            detail=f"malformed reply at {where or 'top level'}: {first['msg']}"[:300],
+        )
+    if isinstance(result, Failed) and result.code is ErrorCode.NODE_FAILED:
+        return result
+    if isinstance(result, Failed):
+        # An executor reports a closed reason; the classification is the Host's.
+        return result.model_copy(update={"code": ErrorCode.NODE_FAILED})
+    return result
+
+
+class Executors:
+    """The default invoker: dispatches a turn to the backend its binding names."""
+
+    def __init__(self, base_dir: Path | None = None) -> None:
+        self.base_dir = (base_dir or Path.cwd()).resolve()
+        self._functions: dict[str, Callable[..., Awaitable[Any]]] = {}
+
+    async def __call__(
+        self,
+        request: InvocationRequest,
+        binding: ExecutorBinding,
+        *,
+        capability: str,
+        workspace: str | None,
+    ) -> InvocationResult:
+        """Run one turn."""
+        if isinstance(binding, PythonBinding):
+            return await self._python(request, binding)
+        if isinstance(binding, CommandBinding):
+            return await run_command(
+                request, binding, capability=capability, workspace=workspace, base_dir=self.base_dir
+            )
+        return _scripted(request, binding)
+
+    def _function(self, target: str, path: str | None) -> Callable[..., Awaitable[Any]]:
+        found = self._functions.get(target)
+        if found is None:
+            module_name, _, attr = target.partition(":")
+            folder = path or str(self.base_dir)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            module = importlib.import_module(module_name)
+            found = getattr(module, attr)
+            if not callable(found):
+                raise TypeError(f"{target} is not callable")
+            self._functions[target] = found
+        return found
+
+    async def _python(self, request: InvocationRequest, binding: PythonBinding) -> InvocationResult:
+        try:
+            function = self._function(binding.python, binding.path)
+        except Exception as exc:
+            return Failed(
+                reason="import-failed",
+                code=ErrorCode.EXECUTOR_IMPORT_FAILED,
+                detail=f"{binding.python}: {type(exc).__name__}: {exc}"[:300],
+            )
+        try:
+            reply = await asyncio.wait_for(function(request), timeout=binding.timeout_s)
+        except TimeoutError:
+            return Failed(
+                reason="timeout",
+                code=ErrorCode.EXECUTOR_TIMEOUT,
+                retryable=True,
+                detail=f"no reply within {binding.timeout_s:g} s",
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return Failed(
+                reason="raised",
+                code=ErrorCode.EXECUTOR_RAISED,
+                detail=f"{type(exc).__name__}: {exc}"[:300],
+            )
+        return parse_result(reply)
+
+
+def _scripted(request: InvocationRequest, binding: ScriptedBinding) -> InvocationResult:
+    # Deterministic in the request, so a re-run after a crash replays the same reply.
+    index = (request.activation - 1) + (request.attempt - 1) + (request.turn - 1)
+    reply = binding.scripted[min(index, len(binding.scripted) - 1)]
+    return parse_result(reply)
+
+
+def _resolve_argv(argv: tuple[str, ...], base_dir: Path) -> list[str]:
+    """Relative paths that exist beside the config file become absolute (cwd is the workspace)."""
+    resolved = []
+    for arg in argv:
+        candidate = base_dir / arg
+        if "/" in arg and not os.path.isabs(arg) and candidate.exists():
+            resolved.append(str(candidate))
+        else:
+            resolved.append(arg)
+    return resolved
+
+
+async def run_command(
+    request: InvocationRequest,
+    binding: CommandBinding,
+    *,
+    capability: str,
+    workspace: str | None,
+    base_dir: Path,
+) -> InvocationResult:
+    """Run a command executor for one turn under the protocol of docs/executors.md."""
+    argv = _resolve_argv(binding.command, base_dir)
+    env = {**os.environ, **binding.env, "EXECSYS_CAPABILITY": capability}
+    if workspace:
+        env["EXECSYS_WORKSPACE"] = workspace
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=workspace or None,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # its own process group: a deadline kills all of it
+        )
+    except OSError as exc:
+        return Failed(
+            reason="start-failed",
+            code=ErrorCode.EXECUTOR_START_FAILED,
+            detail=f"{argv[0]}: {exc.strerror or exc}"[:300],
+        )
+    try:
+        stdout, stderr, too_large = await asyncio.wait_for(
+            _communicate(process, json.dumps(request.wire()).encode(), binding.max_output_bytes),
+            timeout=binding.timeout_s,
+        )
+    except TimeoutError:
+        _kill_group(process)
+        await process.wait()
+        return Failed(
+            reason="timeout",
+            code=ErrorCode.EXECUTOR_TIMEOUT,
+            retryable=True,
+            detail=f"killed at the {binding.timeout_s:g} s deadline",
+        )
+    except asyncio.CancelledError:
+        _kill_group(process)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(process.wait())
+        raise
+    code = await process.wait()
+    if too_large:
+        return Failed(
+            reason="protocol-error",
+            code=ErrorCode.EXECUTOR_PROTOCOL_ERROR,
+            detail=f"reply exceeds {binding.max_output_bytes} bytes",
+        )
+    return _classify(code, stdout, stderr)
+
+
+async def _communicate(
+    process: asyncio.subprocess.Process, data: bytes, limit: int
+) -> tuple[bytes, bytes, bool]:
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.write(data)
+        await process.stdin.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.close()
+
+    async def bounded(stream: asyncio.StreamReader) -> tuple[bytes, bool]:
+        chunks: list[bytes] = []
+        size = 0
+        over = False
+        while True:
+            chunk = await stream.read(65536)
+            if not chunk:
+                return b"".join(chunks), over
+            size += len(chunk)
+            if size <= limit:
+                chunks.append(chunk)
+            elif not over:
+                over = True
+                _kill_group(process)
+
+    (out, over), (err, _) = await asyncio.gather(bounded(process.stdout), bounded(process.stderr))
+    return out, err, over
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _classify(code: int, stdout: bytes, stderr: bytes) -> InvocationResult:
+    tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+    try:
+        reply = json.loads(stdout.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        reply = None
+    if code < 0:
+        return Failed(
+            reason="abrupt-termination",
+            code=ErrorCode.EXECUTOR_ABRUPT_TERMINATION,
+            retryable=True,
+            detail=f"killed by signal {-code}; {tail[0]}"[:300],
+        )
+    if not isinstance(reply, dict):
+        what = "no reply" if not stdout.strip() else "not exactly one JSON object"
+        return Failed(
+            reason="protocol-error",
+            code=ErrorCode.EXECUTOR_PROTOCOL_ERROR,
+            detail=f"{what} on stdout (exit {code}); {tail[0]}"[:300],
+        )
+    result = parse_result(reply)
+    if code != 0 and not isinstance(result, Failed):
+        return Failed(
+            reason="protocol-error",
+            code=ErrorCode.EXECUTOR_PROTOCOL_ERROR,
+            detail=f"exit status {code} with a non-failure reply; {tail[0]}"[:300],
+        )
+    return result
