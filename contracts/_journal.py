@@ -165,6 +165,9 @@ class NodeDecl(_Record):
     """Who performs the node's work."""
     upstream: tuple[NodeField, ...] = ()
     """Nodes with an edge into this one; dependencies may only name these."""
+    failure_upstream: tuple[NodeField, ...] = ()
+    """Nodes whose *failure* leads here (a declared failure successor): a dependency on
+    one of them is satisfied by its current failed activation."""
     artifacts: tuple[ArtifactDecl, ...] = ()
     """Artifacts every completion must reference by kind, id and digest."""
     roles: tuple[Token, ...] = ()

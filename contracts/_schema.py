@@ -12,6 +12,7 @@ enforced (``$dynamicRef``, ``contentSchema``, remote ``$ref``, unknown
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -245,22 +246,30 @@ def check_schema(schema: Any, path: str) -> None:
             path=f"{path}.$defs.{cycle}",
             expected="a recursive $ref only below properties, items or similar",
         )
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        where = ".".join([path, *(str(p) for p in exc.absolute_path)])
+    verdict = _metaschema_problem(json.dumps(schema, sort_keys=True))
+    if verdict is not None:
+        message, parts = verdict
         raise error(
             ErrorCode.SCHEMA_INVALID,
-            f"invalid JSON Schema: {exc.message}",
-            path=where,
+            f"invalid JSON Schema: {message}",
+            path=".".join([path, *parts]),
             expected="a valid Draft 2020-12 schema",
-        ) from None
+        )
+
+
+@lru_cache(maxsize=4096)
+def _metaschema_problem(key: str) -> tuple[str, tuple[str, ...]] | None:
+    # Checking against the metaschema costs ~0.3 ms; specs repeat the same
+    # small port schemas many times, so the verdict is cached by content.
+    try:
+        Draft202012Validator.check_schema(json.loads(key))
+    except SchemaError as exc:
+        return exc.message, tuple(str(p) for p in exc.absolute_path)
+    return None
 
 
 @lru_cache(maxsize=4096)
 def _validator_for(key: bytes) -> Draft202012Validator:
-    import json
-
     return Draft202012Validator(json.loads(key), format_checker=_FORMAT_CHECKER)
 
 

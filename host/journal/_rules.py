@@ -221,7 +221,9 @@ def _check_dependencies(
     for ref in event.predecessors:
         _known_node(state, ref.node, where)
         pred = (ref.node, ref.activation)
-        if pred in seen or ref.node not in decl.upstream:
+        if pred in seen or (
+            ref.node not in decl.upstream and ref.node not in decl.failure_upstream
+        ):
             raise error(
                 ErrorCode.JOURNAL_DEPENDENCY_GAP,
                 f"{ref.node}#{ref.activation} is repeated or not upstream of {event.node}",
@@ -229,6 +231,8 @@ def _check_dependencies(
                 expected=", ".join(decl.upstream),
             )
         seen.add(pred)
+        if ref.node in decl.failure_upstream and state.is_current_failure(pred):
+            continue
         if not state.is_current_completion(pred):
             raise error(
                 ErrorCode.JOURNAL_DEPENDENCY_GAP,

@@ -137,6 +137,15 @@ class ReplayState:
             and self.latest.get(key[0]) == key[1]
         )
 
+    def is_current_failure(self, key: Key) -> bool:
+        """Failed and still the node's latest activation (for failure successors)."""
+        found = self.activations.get(key)
+        return (
+            found is not None
+            and found.state is NodeState.FAILED
+            and self.latest.get(key[0]) == key[1]
+        )
+
     def closure(self, roots: list[Key]) -> list[Key]:
         """Roots plus every activation that transitively depends on them.
 

@@ -14,6 +14,7 @@ from contracts import (
     ControlGraph,
     Custody,
     ErrorCode,
+    TerminalNode,
     digest_of,
 )
 from contracts._invocation import Invoker
@@ -156,6 +157,10 @@ class StepWriter:
             if target not in self.goto:
                 self.goto.append(target)
             return
+        if isinstance(node, TerminalNode):
+            # The delivery ends with the next super-step; branches still running in this
+            # one would hold that step open, so they are stopped now (and recorded).
+            self.ctx.stop.set()
         activation = int(self.current("visits", target) or 0) + 1
         self.put("visits", target, activation)
         self.put(

@@ -45,6 +45,11 @@ def build_header(delivery: AdmittedDelivery, created_by: str) -> JournalHeader:
     """The journal header binding a delivery's id, policy and graph."""
     graph = delivery.graph
     preds = predecessors(graph)
+    failing: dict[str, list[str]] = {nid: [] for nid in graph.nodes}
+    for nid, node in graph.nodes.items():
+        target = getattr(node, "on_failure", None)
+        if target is not None:
+            failing[target].append(nid)
     nodes = []
     for nid, node in graph.nodes.items():
         if isinstance(node, WaitNode):
@@ -58,12 +63,19 @@ def build_header(delivery: AdmittedDelivery, created_by: str) -> JournalHeader:
                     id=nid,
                     task=TaskKind.HYBRID,
                     upstream=tuple(sorted(preds[nid])),
+                    failure_upstream=tuple(sorted(failing[nid])),
                     roles=node.authority.roles,
                     approval=requirement,
                 )
             )
         else:
-            nodes.append(NodeDecl(id=nid, upstream=tuple(sorted(preds[nid]))))
+            nodes.append(
+                NodeDecl(
+                    id=nid,
+                    upstream=tuple(sorted(preds[nid])),
+                    failure_upstream=tuple(sorted(failing[nid])),
+                )
+            )
     return JournalHeader(
         execution=delivery.delivery_id,
         authority=authority_digest(delivery.authority),

@@ -1,0 +1,496 @@
+"""``FileCustody``: the Workspace/Custody collaborator on a local directory.
+
+Layout under the custody root (callers pass the store's data folder)::
+
+    key                      32-byte HMAC key, mode 0600, created on first use
+    blobs/<2 hex>/<62 hex>   file contents by SHA-256 (shared by all deliveries)
+    deliveries/<delivery>/   head, savepoint log, manifests, nonces, stat cache
+    workspaces/<delivery>/   the working tree an executor runs in
+    locks/                   flock files (store-wide and per delivery)
+
+Locking: every operation that scans, writes blobs or moves a head holds the
+store lock shared plus the delivery's lock; ``retire`` holds the store lock
+exclusively while it collects blobs, so it never deletes a blob a concurrent
+snapshot has just decided to reuse.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import NoReturn
+
+from pydantic import BaseModel, ConfigDict
+
+from contracts import (
+    CapabilityClaims,
+    CustodyPreview,
+    CustodyVerdict,
+    DeliveryId,
+    ErrorCode,
+    ExecutionSite,
+    FileEntry,
+    RestoreResult,
+    SavepointId,
+    SavepointInfo,
+    SignedCapability,
+    WorkspaceMode,
+    error,
+)
+from execution_system.custody._blobs import BlobBatch, BlobStore
+from execution_system.custody._capability import (
+    SigningKey,
+    check_site,
+    decode_token,
+    encode_token,
+    load_or_create_key,
+)
+from execution_system.custody._durable import file_lock, fsync_dir
+from execution_system.custody._restore import materialize, verify
+from execution_system.custody._state import DeliveryState, check_delivery
+from execution_system.custody._tree import (
+    Refusal,
+    Scan,
+    Tree,
+    check_relative_path,
+    decode_manifest,
+    diff,
+    encode_manifest,
+    savepoint_of,
+    scan,
+    tree_bytes,
+    within,
+)
+from execution_system.custody._workspace import copy_seed, remove_tree
+
+#: Parsed manifests kept in memory, by savepoint id (a manifest is immutable).
+_TREE_CACHE_SIZE = 8
+
+
+class SnapshotReport(BaseModel):
+    """What one :meth:`FileCustody.snapshot` recorded and what it had to read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    savepoint: SavepointId
+    """The savepoint capturing the observed tree."""
+    files: int
+    """Entries in the tree."""
+    bytes: int
+    """Total content size."""
+    hashed_files: int
+    """Files read (stat cache misses; every file under ``full_verify``)."""
+    hashed_bytes: int
+    """Bytes read to hash them."""
+
+
+def _raise(refusal: Refusal) -> NoReturn:
+    raise error(refusal.code, refusal.message, path=refusal.path) from None
+
+
+class FileCustody:
+    """Workspace/Custody over a directory: savepoints, signed capabilities, validation.
+
+    Implements :class:`contracts.Custody`. ``clock`` supplies Unix time for
+    capability issue/expiry and savepoint records (tests inject one).
+    """
+
+    def __init__(self, root: Path | str, *, clock: Callable[[], float] = time.time) -> None:
+        self._root = Path(root).absolute()
+        self._clock = clock
+        self._state = DeliveryState(self._root / "deliveries")
+        self._blobs = BlobStore(self._root / "blobs")
+        self._key: SigningKey | None = None
+        self._trees: dict[str, Tree] = {}
+        self._trees_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FileCustody(root={os.fspath(self._root)!r})"
+
+    @property
+    def root(self) -> Path:
+        """The custody root folder."""
+        return self._root
+
+    # --- internals -------------------------------------------------------------------
+
+    def _signing_key(self) -> SigningKey:
+        if self._key is None:
+            self._key = load_or_create_key(self._root / "key")
+        return self._key
+
+    def _workspace(self, delivery: str) -> Path:
+        return self._root / "workspaces" / check_delivery(delivery)
+
+    @contextmanager
+    def _guard(self, delivery: str, *, exclusive_store: bool = False) -> Iterator[None]:
+        with (
+            file_lock(self._root / "locks" / "store.lock", exclusive=exclusive_store),
+            self._state.lock(delivery),
+        ):
+            yield
+
+    def _tree(self, delivery: str, savepoint: str) -> Tree:
+        """The recorded tree of ``savepoint``; ``ValueError`` if unknown or corrupt."""
+        # Existence is always checked on disk: another process may have retired the
+        # delivery. Only the parse is cached (same id, same content, by construction).
+        if not self._state.has_manifest(delivery, savepoint):
+            raise ValueError(f"savepoint {savepoint} is not recorded for {delivery}")
+        with self._trees_lock:
+            tree = self._trees.get(savepoint)
+        if tree is None:
+            data = self._state.manifest(delivery, savepoint)
+            if data is None:
+                raise ValueError(f"savepoint {savepoint} is not recorded for {delivery}")
+            tree = decode_manifest(data, savepoint)
+            self._remember(SavepointId(savepoint), tree)
+        return tree
+
+    def _remember(self, savepoint: SavepointId, tree: Tree) -> None:
+        with self._trees_lock:
+            if savepoint not in self._trees and len(self._trees) >= _TREE_CACHE_SIZE:
+                self._trees.pop(next(iter(self._trees)))
+            self._trees[savepoint] = tree
+
+    def _record(self, delivery: str, tree: Tree) -> SavepointId:
+        """Store the manifest of ``tree`` (its blobs are already durable) and log it."""
+        data = encode_manifest(tree)
+        savepoint = savepoint_of(data)
+        info = SavepointInfo(
+            savepoint=savepoint, files=len(tree), bytes=tree_bytes(tree), created_at=self._clock()
+        )
+        self._state.record(delivery, data, info)
+        self._remember(savepoint, tree)
+        return savepoint
+
+    @contextmanager
+    def _scanning(self, delivery: str, *, full_verify: bool) -> Iterator[tuple[Scan, BlobBatch]]:
+        """Scan the workspace, staging new contents; unpublished ones are dropped on exit."""
+        workspace = self._workspace(delivery)
+        if not workspace.is_dir() or workspace.is_symlink():
+            raise Refusal(
+                ErrorCode.CUSTODY_WORKSPACE_UNKNOWN, delivery, "the workspace directory is missing"
+            )
+        head = self._state.head(delivery)
+        stored: set[str] = set()
+        if head is not None:
+            # An unreadable head manifest only costs existence checks.
+            with suppress(ValueError):
+                stored = {entry.sha256 for entry in self._tree(delivery, head).values()}
+        batch = self._blobs.batch()
+        try:
+            observed = scan(
+                workspace,
+                cache=self._state.load_cache(delivery),
+                batch=batch,
+                full_verify=full_verify,
+                stored=stored,
+            )
+            self._state.save_cache(delivery, observed.cache)
+            yield observed, batch
+        finally:
+            batch.discard()
+
+    def _commit(self, delivery: str, observed: Scan, batch: BlobBatch) -> SnapshotReport:
+        """Publish the staged contents, then record the savepoint (head unchanged)."""
+        batch.commit()
+        savepoint = self._record(delivery, observed.tree)
+        return SnapshotReport(
+            savepoint=savepoint,
+            files=len(observed.tree),
+            bytes=tree_bytes(observed.tree),
+            hashed_files=observed.hashed_files,
+            hashed_bytes=observed.hashed_bytes,
+        )
+
+    # --- the Custody protocol -----------------------------------------------------------
+
+    def open(self, delivery: DeliveryId, seed: str | None = None) -> SavepointId:
+        """Create (or reopen) the delivery's workspace; return its head savepoint.
+
+        Reopening returns the current head and ignores ``seed``. A workspace
+        left without a head by a crash is snapshotted as it stands.
+        """
+        try:
+            check_delivery(delivery)
+        except Refusal as refusal:
+            _raise(refusal)
+        with self._guard(delivery):
+            head = self._state.head(delivery)
+            if head is not None:
+                return head
+            self._state.create(delivery)
+            workspace = self._workspace(delivery)
+            if not os.path.lexists(workspace):
+                workspace.parent.mkdir(parents=True, exist_ok=True)
+                staging = workspace.parent / f".open-{delivery}-{secrets.token_hex(6)}"
+                staging.mkdir()
+                try:
+                    if seed is not None:
+                        copy_seed(Path(seed), staging, self._blobs)
+                    os.rename(staging, workspace)
+                except BaseException:
+                    remove_tree(staging)
+                    raise
+                fsync_dir(workspace.parent)
+            try:
+                with self._scanning(delivery, full_verify=False) as (observed, batch):
+                    report = self._commit(delivery, observed, batch)
+            except Refusal as refusal:
+                _raise(refusal)
+            self._state.set_head(delivery, report.savepoint)
+            return report.savepoint
+
+    def workspace(self, delivery: DeliveryId) -> str:
+        """The absolute path of the delivery's workspace directory (exists once opened)."""
+        try:
+            return os.fspath(self._workspace(delivery))
+        except Refusal as refusal:
+            _raise(refusal)
+
+    def head(self, delivery: DeliveryId) -> SavepointId:
+        """The durable head, read from disk on its own (no lock, no other record)."""
+        try:
+            head = self._state.head(delivery)
+        except Refusal as refusal:
+            _raise(refusal)
+        if head is None:
+            raise error(
+                ErrorCode.CUSTODY_WORKSPACE_UNKNOWN,
+                "custody has no head for this delivery (never opened, or retired)",
+                path=delivery,
+            )
+        return head
+
+    def issue(
+        self,
+        site: ExecutionSite,
+        mode: WorkspaceMode,
+        paths: tuple[str, ...] = (),
+        ttl_s: float = 3600.0,
+    ) -> SignedCapability:
+        """Sign a capability for ``site`` based on the current head savepoint.
+
+        Write prefixes are normalized (``src/`` -> ``src``) and must be
+        canonical relative paths (``CUSTODY_PATH_TRAVERSAL`` otherwise).
+        """
+        if not math.isfinite(ttl_s) or ttl_s <= 0:
+            raise ValueError("ttl_s must be a positive number of seconds")
+        try:
+            prefixes = tuple(check_relative_path(p.rstrip("/")) for p in paths)
+        except Refusal as refusal:
+            _raise(refusal)
+        head = self.head(site.delivery)
+        now = self._clock()
+        claims = CapabilityClaims(
+            site=site,
+            mode=mode,
+            paths=prefixes,
+            base_savepoint=head,
+            issued_at=now,
+            expires_at=now + ttl_s,
+            nonce=secrets.token_hex(16),
+        )
+        return SignedCapability(claims=claims, token=encode_token(claims, self._signing_key()))
+
+    def validate(self, preview: CustodyPreview, *, full_verify: bool = False) -> CustodyVerdict:
+        """Check the capability and the observed workspace; never moves the head.
+
+        An accepted verdict names a new recorded savepoint of the observed
+        tree and burns the capability's nonce. ``full_verify`` re-reads every
+        file instead of trusting the stat cache.
+        """
+        changed: list[str] = []
+        try:
+            claims = decode_token(preview.capability, self._signing_key())
+            check_site(claims, preview.site)
+            delivery = check_delivery(preview.site.delivery)
+            if self._clock() >= claims.expires_at:
+                raise Refusal(
+                    ErrorCode.CAPABILITY_EXPIRED, "capability.expires_at", "the capability expired"
+                )
+            artifacts = [
+                (check_relative_path(ref.id), ref)
+                for ref in preview.artifacts
+                if ref.kind == "file"
+            ]
+            with self._guard(delivery):
+                if claims.nonce in self._state.used_nonces(delivery):
+                    raise Refusal(
+                        ErrorCode.CAPABILITY_REPLAYED,
+                        "capability.nonce",
+                        "this capability was already used by an accepted commit",
+                    )
+                head = self._state.head(delivery)
+                if head is None:
+                    raise Refusal(
+                        ErrorCode.CUSTODY_WORKSPACE_UNKNOWN, delivery, "the delivery has no head"
+                    )
+                if claims.base_savepoint != head:
+                    raise Refusal(
+                        ErrorCode.CAPABILITY_STALE_BASE,
+                        "capability.base_savepoint",
+                        f"the capability is based on {claims.base_savepoint}, "
+                        f"but the head is {head}",
+                    )
+                try:
+                    base = self._tree(delivery, head)
+                except ValueError as exc:
+                    raise Refusal(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, head, str(exc)) from None
+                with self._scanning(delivery, full_verify=full_verify) as (observed, batch):
+                    changed = diff(base, observed.tree)
+                    _check_changes(claims, changed)
+                    for path, ref in artifacts:
+                        entry = observed.tree.get(path)
+                        if entry is None or entry.link or entry.sha256 != ref.digest:
+                            found = "absent" if entry is None else entry.sha256
+                            raise Refusal(
+                                ErrorCode.CUSTODY_ARTIFACT_MISMATCH,
+                                path,
+                                f"artifact claims {ref.digest}; the workspace holds {found}",
+                            )
+                    report = self._commit(delivery, observed, batch)
+                self._state.use_nonce(delivery, claims.nonce)
+                return CustodyVerdict(
+                    accepted=True, savepoint=report.savepoint, changed=tuple(changed)
+                )
+        except Refusal as refusal:
+            return CustodyVerdict(
+                accepted=False,
+                code=refusal.code,
+                path=refusal.path,
+                message=refusal.message,
+                changed=tuple(changed),
+            )
+
+    def advance(self, delivery: DeliveryId, savepoint: SavepointId) -> None:
+        """Make a recorded savepoint the head (``CUSTODY_SAVEPOINT_UNKNOWN`` otherwise)."""
+        try:
+            with self._guard(delivery):
+                try:
+                    self._tree(delivery, savepoint)
+                except ValueError as exc:
+                    raise Refusal(
+                        ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, savepoint, str(exc)
+                    ) from None
+                self._state.set_head(delivery, savepoint)
+        except Refusal as refusal:
+            _raise(refusal)
+
+    def restore(
+        self, delivery: DeliveryId, savepoint: SavepointId, *, full_verify: bool = False
+    ) -> RestoreResult:
+        """Materialize ``savepoint`` exactly, verify it, and make it the head if confirmed.
+
+        ``confirmed=False`` ("restore uncertain") leaves the head where it was.
+        """
+        try:
+            with self._guard(delivery):
+                if not self._state.has_manifest(delivery, savepoint):
+                    raise Refusal(
+                        ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN,
+                        savepoint,
+                        "the savepoint is not recorded for this delivery",
+                    )
+                try:
+                    want = self._tree(delivery, savepoint)
+                except ValueError as exc:
+                    return RestoreResult(
+                        confirmed=False, savepoint=savepoint, differences=(f"manifest: {exc}",)
+                    )
+                workspace = self._workspace(delivery)
+                if not workspace.is_dir() or workspace.is_symlink():
+                    remove_tree(workspace)
+                    workspace.mkdir(parents=True)
+                cache = self._state.load_cache(delivery)
+                problems = materialize(workspace, want, self._blobs, cache)
+                differences, observed = verify(workspace, want, cache, full_verify=full_verify)
+                self._state.save_cache(delivery, observed.cache)
+                found = list(dict.fromkeys(problems + differences))
+                if found:
+                    return RestoreResult(
+                        confirmed=False, savepoint=savepoint, differences=tuple(found)
+                    )
+                self._state.set_head(delivery, savepoint)
+                return RestoreResult(confirmed=True, savepoint=savepoint)
+        except Refusal as refusal:
+            _raise(refusal)
+
+    def savepoints(self, delivery: DeliveryId) -> list[SavepointInfo]:
+        """Savepoints recorded for the delivery, oldest first."""
+        try:
+            return self._state.savepoints(delivery)
+        except Refusal as refusal:
+            _raise(refusal)
+
+    def retire(self, delivery: DeliveryId) -> None:
+        """Delete the workspace, the delivery's records and every blob nobody else references.
+
+        Idempotent. If another delivery's manifest cannot be read, no blob is
+        collected (a leak is preferable to deleting content still referenced).
+        """
+        try:
+            with self._guard(delivery, exclusive_store=True):
+                remove_tree(self._workspace(delivery))
+                self._state.remove(delivery)
+                keep: set[str] = set()
+                for other in self._state.deliveries():
+                    for data in self._state.manifests(other):
+                        try:
+                            keep.update(e.sha256 for e in decode_manifest(data, None).values())
+                        except (ValueError, KeyError, TypeError):
+                            return
+                self._blobs.collect(keep)
+        except Refusal as refusal:
+            _raise(refusal)
+
+    # --- beyond the protocol ----------------------------------------------------------
+
+    def snapshot(self, delivery: DeliveryId, *, full_verify: bool = False) -> SnapshotReport:
+        """Record a savepoint of the workspace as it stands, without moving the head.
+
+        Raises the scan's refusal code (e.g. ``CUSTODY_SYMLINK_ESCAPE``) if the
+        tree cannot be recorded.
+        """
+        try:
+            with (
+                self._guard(delivery),
+                self._scanning(delivery, full_verify=full_verify) as (observed, batch),
+            ):
+                return self._commit(delivery, observed, batch)
+        except Refusal as refusal:
+            _raise(refusal)
+
+    def manifest(self, delivery: DeliveryId, savepoint: SavepointId) -> tuple[FileEntry, ...]:
+        """The entries of a recorded savepoint, sorted by path."""
+        try:
+            tree = self._tree(check_delivery(delivery), savepoint)
+        except Refusal as refusal:
+            _raise(refusal)
+        except ValueError as exc:
+            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
+        return tuple(tree[path].to_file_entry() for path in sorted(tree))
+
+
+def _check_changes(claims: CapabilityClaims, changed: list[str]) -> None:
+    if not changed:
+        return
+    if claims.mode == "read":
+        raise Refusal(
+            ErrorCode.CUSTODY_WRITE_UNDER_READ,
+            changed[0],
+            f"a read capability allows no change; {len(changed)} path(s) changed",
+        )
+    outside = [path for path in changed if not within(path, claims.paths)]
+    if outside:
+        raise Refusal(
+            ErrorCode.CUSTODY_WRITE_OUTSIDE_PATHS,
+            outside[0],
+            f"{len(outside)} changed path(s) outside {list(claims.paths)}",
+        )

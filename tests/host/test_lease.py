@@ -1,0 +1,158 @@
+"""One writer per delivery, proven with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+EXECSYS = Path(sys.executable).with_name("execsys")
+
+SPEC = """
+spec: execution-system/v1
+graph: ask-once
+start: ask
+nodes:
+  ask:
+    kind: action
+    executor: asker
+    outputs: {answer: {type: string}}
+    next: done
+  done: {kind: terminal, outcome: succeeded}
+"""
+
+
+def _setup(tmp: Path) -> tuple[dict[str, str], Path]:
+    (tmp / "spec.yaml").write_text(SPEC)
+    (tmp / "execsys.yaml").write_text(
+        f"executors:\n  asker: {{command: [{sys.executable}, {HERE / 'agents' / 'ask.py'}]}}\n"
+    )
+    (tmp / "answer.json").write_text('"left"')
+    log = tmp / "turns.log"
+    env = {**os.environ, "EXECSYS_STORE": f"sqlite:///{tmp}/state.db", "EXECSYS_TEST_LOG": str(log)}
+    return env, log
+
+
+def _execsys(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(EXECSYS), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.slow
+def test_two_processes_answering_one_question_continue_it_exactly_once(tmp_path: Path) -> None:
+    for round_no in range(6):
+        tmp = tmp_path / f"r{round_no}"
+        tmp.mkdir()
+        env, log = _setup(tmp)
+        started = _execsys(env, "run", str(tmp / "spec.yaml"), "--json")
+        assert started.returncode == 0, started.stderr
+        report = json.loads(started.stdout)
+        assert report["status"] == "suspended"
+        delivery, correlation = report["delivery"], report["suspension"]["correlation"]
+        racers = [
+            subprocess.Popen(
+                [
+                    str(EXECSYS),
+                    "input",
+                    delivery,
+                    "--correlation",
+                    correlation,
+                    "--response",
+                    str(tmp / "answer.json"),
+                    "--json",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        outputs = [p.communicate(timeout=120) for p in racers]
+        results = [(p.returncode, out, err) for p, (out, err) in zip(racers, outputs, strict=True)]
+        codes = sorted(code for code, _, _ in results)
+        assert codes == [0, 1], results
+        loser = next(err for code, _, err in results if code == 1)
+        assert "CORRELATION_USED" in loser or "LEASE_HELD" in loser, loser
+        assert loser.count("\n") == 1, "one line"
+        turns = log.read_text().splitlines()
+        assert turns == ["ask 1 1 1", "ask 1 1 2"], "no executor turn ran twice"
+        final = json.loads(_execsys(env, "status", delivery, "--json").stdout)
+        assert final["status"] == "completed"
+
+
+def test_a_killed_holder_does_not_lock_the_operator_out(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+            import sys, time
+            from pathlib import Path
+            from host.langgraph._lease import LeaseManager
+            from host.langgraph._store import Store, connect
+            store = Store(connect(Path({str(tmp_path / "s.db")!r}))); store.setup()
+            leases = LeaseManager(store, Path({str(tmp_path / "locks")!r}), "victim", 3600)
+            print(leases.acquire("d-x"), flush=True)
+            time.sleep(600)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "1"
+    from host.langgraph._lease import LeaseManager
+    from host.langgraph._store import Store, connect
+
+    store = Store(connect(tmp_path / "s.db"))
+    mine = LeaseManager(store, tmp_path / "locks", "operator", 30)
+    from contracts import ExecsysError
+
+    with pytest.raises(ExecsysError) as held:
+        mine.acquire("d-x")
+    assert held.value.code.value == "LEASE_HELD"
+    holder.send_signal(signal.SIGKILL)
+    holder.communicate()
+    started = time.monotonic()
+    assert mine.acquire("d-x", wait_s=5) == 2, "a new token fences the dead holder"
+    assert time.monotonic() - started < 1.0
+    mine.release("d-x")
+    store.conn.close()
+
+
+def test_a_fenced_writer_commits_nothing(tmp_path: Path) -> None:
+    env, log = _setup(tmp_path)
+    report = json.loads(_execsys(env, "run", str(tmp_path / "spec.yaml"), "--json").stdout)
+    db = sqlite3.connect(tmp_path / "state.db")
+    before = db.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    events_before = db.execute("SELECT count(*) FROM execsys_journal").fetchone()[0]
+    # Another holder took the delivery over (its token is newer); our late write must fail.
+    from host.langgraph._saver import HostSaver
+    from host.langgraph._store import Store, connect
+
+    store = Store(connect(tmp_path / "state.db"))
+    saver = HostSaver(store, journals=None, derive_status=lambda v, m: ("running", None, {}))  # type: ignore[arg-type]
+    saver.tokens[report["delivery"]] = 1
+    db.execute("UPDATE execsys_leases SET token = 7")
+    db.commit()
+    from contracts import ExecsysError
+
+    config = {"configurable": {"thread_id": report["delivery"], "checkpoint_ns": ""}}
+    with pytest.raises(ExecsysError) as fenced:
+        saver.put(config, {"id": "late", "channel_values": {}}, {}, {})  # type: ignore[arg-type,typeddict-item]
+    assert fenced.value.code.value == "LEASE_FENCED"
+    assert db.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == before
+    assert db.execute("SELECT count(*) FROM execsys_journal").fetchone()[0] == events_before
+    store.conn.close()
+    db.close()

@@ -1,0 +1,240 @@
+"""Static topology, dynamic path: routes, subset selection, exact barriers, rounds."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from contracts import InvocationRequest
+from tests.host.harness import graph_doc, make_delivery, reply
+
+
+def _fanout(select: bool, required: list[str] | None = None, loop: bool = False) -> dict[str, Any]:
+    branches = ["a", "b", "c"]
+    nodes: dict[str, Any] = {
+        "plan": {
+            "kind": "action",
+            "executor": "plan",
+            "outputs": {"pick": {"type": "array", "items": {"enum": branches}}},
+            "next": "fan",
+            "max_visits": 3,
+        },
+        "fan": {
+            "kind": "parallel",
+            "branches": branches,
+            "barrier": "join",
+            "required": required or [],
+        },
+        # Branch 'a' is three steps long, 'b' one, 'c' two: arrivals are uneven.
+        "a": {
+            "kind": "action",
+            "executor": "work",
+            "outputs": {"v": {"type": "integer"}},
+            "next": "a2",
+        },
+        "a2": {
+            "kind": "action",
+            "executor": "work",
+            "outputs": {"v": {"type": "integer"}},
+            "next": "a3",
+        },
+        "a3": {
+            "kind": "action",
+            "executor": "work",
+            "outputs": {"v": {"type": "integer"}},
+            "next": "join",
+        },
+        "b": {
+            "kind": "action",
+            "executor": "work",
+            "outputs": {"v": {"type": "integer"}},
+            "next": "join",
+        },
+        "c": {
+            "kind": "action",
+            "executor": "work",
+            "outputs": {"v": {"type": "integer"}},
+            "next": "c2",
+        },
+        "c2": {
+            "kind": "action",
+            "executor": "work",
+            "outputs": {"v": {"type": "integer"}},
+            "next": "join",
+        },
+        "join": {"kind": "barrier", "next": "after"},
+        "after": {
+            "kind": "action",
+            "executor": "after",
+            "inputs": {"a": "a3.v?", "b": "b.v?", "c": "c2.v?"},
+            "outputs": {"again": {"enum": ["yes", "no"]}},
+            "routes": {"port": "again", "cases": {"yes": "plan", "no": "done"}},
+            "max_visits": 3,
+        },
+        "done": {"kind": "terminal", "outcome": "succeeded"},
+    }
+    if select:
+        nodes["fan"]["select"] = "plan.pick"
+    if not loop:
+        nodes["after"]["routes"] = {"port": "again", "cases": {"yes": "done", "no": "done"}}
+    return graph_doc(nodes, "plan")
+
+
+def _runs(events: list[dict[str, Any]], node: str) -> int:
+    return sum(1 for e in events if e["node"] == node and e["transition"] == "work-completed")
+
+
+def test_subset_selection_runs_only_the_selected_branches_and_joins_once(harness: Any) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def after(req: InvocationRequest) -> Any:
+        seen.append(dict(req.input))
+        return reply({"again": "no"})
+
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": ["c", "a"]})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": after,
+        }
+    )
+    delivery = make_delivery(_fanout(select=True))
+    report = h.run(delivery)
+    assert report.status.value == "completed"
+    events = h.events(delivery)
+    assert _runs(events, "b") == 0
+    assert _runs(events, "a3") == 1 and _runs(events, "c2") == 1
+    assert _runs(events, "join") == 1, "the barrier fires exactly once"
+    assert seen == [{"a": 1, "c": 1}], "the unselected branch's optional read is absent"
+    nodes = h.inspect(delivery)["nodes"]
+    assert nodes["b"]["state"] == "pending" and nodes["join"]["activations"] == 1
+
+
+def test_no_select_runs_every_branch(harness: Any) -> None:
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": []})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": 1})),
+            "after": lambda r: asyncio.sleep(0, reply({"again": "no"})),
+        }
+    )
+    delivery = make_delivery(_fanout(select=False))
+    assert h.run(delivery).status.value == "completed"
+    events = h.events(delivery)
+    assert [_runs(events, n) for n in ("a3", "b", "c2", "join")] == [1, 1, 1, 1]
+
+
+def test_each_round_joins_exactly_its_own_selection(harness: Any) -> None:
+    picks = iter([["a", "b", "c"], ["b"], ["c"]])
+    reads: list[dict[str, Any]] = []
+
+    async def after(req: InvocationRequest) -> Any:
+        reads.append(dict(req.input))
+        return reply({"again": "yes" if req.activation < 3 else "no"})
+
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": next(picks)})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": after,
+        }
+    )
+    delivery = make_delivery(_fanout(select=True, loop=True))
+    assert h.run(delivery).status.value == "completed"
+    events = h.events(delivery)
+    assert _runs(events, "join") == 3
+    # Round 2 selected only 'b': marks left by 'a' and 'c' in round 1 must not count,
+    # and their round-1 outputs must not be visible.
+    assert reads == [{"a": 1, "b": 1, "c": 1}, {"b": 2}, {"c": 2}]
+
+
+@pytest.mark.parametrize(
+    ("pick", "code", "check"),
+    [
+        ([], "SELECTION_EMPTY", True),
+        (["a", "a"], "SELECTION_DUPLICATE", True),
+        (["b"], "SELECTION_MISSING_REQUIRED", True),
+        (["a", "zzz"], "SELECTION_UNDECLARED", False),
+    ],
+)
+def test_a_bad_selection_fails_before_any_branch_runs(
+    harness: Any, pick: list[str], code: str, check: bool
+) -> None:
+    doc = _fanout(select=True, required=["a"])
+    if not check:
+        # Admission would refuse this open port; the Host must refuse it again at run time.
+        doc["nodes"]["plan"]["outputs"]["pick"] = {"type": "array", "items": {"type": "string"}}
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": pick})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": 1})),
+            "after": lambda r: asyncio.sleep(0, reply({"again": "no"})),
+        }
+    )
+    delivery = make_delivery(doc, check=check)
+    report = h.run(delivery)
+    assert report.status.value == "failed"
+    assert report.outcome == code
+    assert not any(c.node in {"a", "b", "c"} for c in h.invoker.calls)
+    assert h.inspect(delivery)["nodes"]["fan"]["state"] == "failed"
+
+
+def test_a_stale_selection_from_an_earlier_round_is_refused(harness: Any) -> None:
+    doc = _fanout(select=True, loop=True)
+    doc["nodes"]["after"]["routes"]["cases"]["yes"] = "fan"  # loop back without re-planning
+    doc["nodes"]["fan"]["max_visits"] = 3
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": ["b"]})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": 1})),
+            "after": lambda r: asyncio.sleep(0, reply({"again": "yes"})),
+        }
+    )
+    delivery = make_delivery(doc)
+    report = h.run(delivery)
+    assert (report.status.value, report.outcome) == ("failed", "SELECTION_STALE")
+    assert sum(1 for c in h.invoker.calls if c.node == "b") == 1
+
+
+def test_a_route_value_picks_exactly_its_declared_successor(harness: Any) -> None:
+    doc = graph_doc(
+        {
+            "decide": {
+                "kind": "action",
+                "executor": "decide",
+                "outputs": {"way": {"enum": ["left", "right"]}},
+                "routes": {"port": "way", "cases": {"left": "l", "right": "r"}},
+            },
+            "l": {"kind": "terminal", "outcome": "failed"},
+            "r": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "decide",
+    )
+    h = harness({"decide": lambda r: asyncio.sleep(0, reply({"way": "right"}))})
+    delivery = make_delivery(doc)
+    report = h.run(delivery)
+    assert (report.status.value, report.outcome) == ("completed", "succeeded")
+    assert h.inspect(delivery)["nodes"]["l"]["state"] == "pending"
+
+
+def test_exceeding_max_visits_fails_with_its_code(harness: Any) -> None:
+    doc = graph_doc(
+        {
+            "spin": {
+                "kind": "action",
+                "executor": "spin",
+                "outputs": {"again": {"enum": ["yes", "no"]}},
+                "routes": {"port": "again", "cases": {"yes": "spin", "no": "done"}},
+                "max_visits": 4,
+            },
+            "done": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "spin",
+    )
+    h = harness({"spin": lambda r: asyncio.sleep(0, reply({"again": "yes"}))})
+    delivery = make_delivery(doc)
+    report = h.run(delivery)
+    assert (report.status.value, report.outcome) == ("failed", "MAX_VISITS_EXCEEDED")
+    assert len(h.invoker.calls) == 4
