@@ -155,10 +155,11 @@ def _guaranteed(graph: ControlGraph) -> dict[str, int]:
 
     in_set = {nid: everything for nid in order}
     in_set[graph.start] = 0
+    sweep = _reverse_postorder(graph)
     changed = True
     while changed:
         changed = False
-        for nid in order:
+        for nid in sweep:
             if nid == graph.start:
                 # A loop may re-enter start, but its first visit has no history.
                 new = 0
@@ -184,3 +185,27 @@ def _guaranteed(graph: ControlGraph) -> dict[str, int]:
                 in_set[nid] = new
                 changed = True
     return in_set
+
+
+def _reverse_postorder(graph: ControlGraph) -> list[str]:
+    """Nodes in reverse postorder from ``start`` (then any others, in declaration order).
+
+    Sweeping a forward analysis in this order visits a node after its
+    predecessors except across back edges, so the fixpoint takes a few passes
+    whatever the declaration order (sweeping in declaration order may take one
+    pass per node of a graph declared backwards).
+    """
+    post: list[str] = []
+    seen = {graph.start}
+    work = [(graph.start, iter(graph.successors(graph.start)))]
+    while work:
+        node, children = work[-1]
+        child = next(children, None)
+        if child is None:
+            work.pop()
+            post.append(node)
+        elif child in graph.nodes and child not in seen:
+            seen.add(child)
+            work.append((child, iter(graph.successors(child))))
+    post.reverse()
+    return post + [nid for nid in graph.nodes if nid not in seen]

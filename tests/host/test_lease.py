@@ -132,7 +132,7 @@ def test_a_killed_holder_does_not_lock_the_operator_out(tmp_path: Path) -> None:
 
 
 def test_a_fenced_writer_commits_nothing(tmp_path: Path) -> None:
-    env, log = _setup(tmp_path)
+    env, _ = _setup(tmp_path)
     report = json.loads(_execsys(env, "run", str(tmp_path / "spec.yaml"), "--json").stdout)
     db = sqlite3.connect(tmp_path / "state.db")
     before = db.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
