@@ -38,6 +38,14 @@ class CoordinatorHost(Protocol):
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
         ...
 
+    def record(self, digest: str) -> Any:
+        """A content-addressed record referenced by a journal event."""
+        ...
+
+    def journal_lines(self, delivery_id: str) -> list[bytes]:
+        """The delivery's journal as canonical lines, header first."""
+        ...
+
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivery the Host's store holds."""
         ...

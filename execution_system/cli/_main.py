@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``execsys`` parser."""
-    from execution_system.cli import _delivery, _graph
+    from execution_system.cli import _delivery, _demo, _graph, _journal
 
     parser = _Parser(
         prog="execsys",
@@ -42,16 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     _graph.register(commands)
     _delivery.register(commands)
-    demo = commands.add_parser("demo", help="run the demonstration workflow")
-    demo.set_defaults(handler=_run_demo)
+    _journal.register(commands)
+    _demo.register(commands)
     return parser
-
-
-def _run_demo(args: argparse.Namespace) -> int:
-    from execution_system.cli._demo import run_demo
-
-    status: int = run_demo(args)
-    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -89,7 +89,7 @@ async def run_action_turn(
         return
     invocation = invocation_id(ctx.delivery_id, node_id, activation, attempt)
     exec_site = ExecutionSite(
-        delivery=ctx.delivery.delivery_id,
+        delivery=ctx.delivery_id,
         node=node_id,
         activation=activation,
         invocation=invocation,
@@ -248,7 +248,7 @@ async def _commit(
             )
         return
     try:
-        await asyncio.to_thread(ctx.custody.advance, ctx.delivery.delivery_id, verdict.savepoint)
+        await asyncio.to_thread(ctx.custody.advance, ctx.delivery_id, verdict.savepoint)
     except Exception as exc:
         writer.intervention(f"custody could not advance for '{node_id}': {type(exc).__name__}")
         return
@@ -260,7 +260,7 @@ async def _restore_or_intervene(writer: StepWriter, savepoint: SavepointId) -> b
     """Restore the base savepoint; on doubt, ask for a directive. True if confirmed."""
     ctx = writer.ctx
     try:
-        restored = await asyncio.to_thread(ctx.custody.restore, ctx.delivery.delivery_id, savepoint)
+        restored = await asyncio.to_thread(ctx.custody.restore, ctx.delivery_id, savepoint)
     except Exception as exc:
         writer.intervention(f"restore of savepoint {savepoint} failed: {type(exc).__name__}")
         return False
@@ -285,7 +285,7 @@ async def _invoke_unless_stopped(
     ctx = writer.ctx
     if ctx.stop.is_set():
         return None
-    workspace = ctx.custody.workspace(ctx.delivery.delivery_id)
+    workspace = ctx.custody.workspace(ctx.delivery_id)
     call = asyncio.ensure_future(
         ctx.invoker(request, binding, capability=token, workspace=workspace)
     )

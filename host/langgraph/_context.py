@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from contracts import (
@@ -54,9 +55,9 @@ class DeliveryContext:
     """Set when a terminal is reached or a stop is requested: in-flight turns end."""
     sleep: Callable[[float], Any] = asyncio.sleep
 
-    @property
+    @cached_property
     def delivery_id(self) -> str:
-        """The delivery id."""
+        """The delivery id (computed once: it digests the whole delivery document)."""
         return self.delivery.delivery_id
 
 

@@ -209,6 +209,16 @@ class LangGraphHost:
         """Status, node states and attempts, heads, and the directives possible now."""
         return inspect_report(self.store, delivery_id)
 
+    def record(self, digest: str) -> Any:
+        """A content-addressed record (a node's outputs, a selection, an approval)."""
+        return self._load_record(digest)
+
+    def journal_lines(self, delivery_id: str) -> list[bytes]:
+        """The delivery's stored journal: header line, then events by ordinal."""
+        if self.store.delivery_row(delivery_id) is None:
+            raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
+        return self.store.journal_lines(delivery_id)
+
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivery in the store."""
         return list_report(self.store)

@@ -40,7 +40,17 @@ def test_only_host_langgraph_imports_langgraph() -> None:
 
 def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
     members = {name for name, _ in inspect.getmembers(CoordinatorHost) if not name.startswith("_")}
-    assert members == {"run", "answer", "resolve", "status", "inspect", "deliveries", "close"}
+    assert members == {
+        "run",
+        "answer",
+        "resolve",
+        "status",
+        "inspect",
+        "journal_lines",
+        "record",
+        "deliveries",
+        "close",
+    }
     for name in members:
         source = inspect.getsource(getattr(CoordinatorHost, name))
         assert "langgraph" not in source.lower() and "RunnableConfig" not in source

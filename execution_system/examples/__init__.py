@@ -1,0 +1,1 @@
+"""Example deliveries shipped with the package (used by ``execsys demo``)."""

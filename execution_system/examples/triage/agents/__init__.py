@@ -1,0 +1,1 @@
+"""Executors of the triage example."""
