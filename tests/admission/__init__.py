@@ -1,0 +1,1 @@
+"""Admission tests: fixture pack, properties."""
