@@ -409,8 +409,16 @@ class FileCustody:
                     remove_tree(workspace)
                     workspace.mkdir(parents=True)
                 cache = self._state.load_cache(delivery)
-                problems = materialize(workspace, want, self._blobs, cache)
-                differences, observed = verify(workspace, want, cache, full_verify=full_verify)
+                try:
+                    problems = materialize(workspace, want, self._blobs, cache)
+                    differences, observed = verify(workspace, want, cache, full_verify=full_verify)
+                except OSError as exc:
+                    # Whatever failed, the tree is now in an unknown state: uncertain, not failed.
+                    return RestoreResult(
+                        confirmed=False,
+                        savepoint=savepoint,
+                        differences=(f"workspace: {exc.strerror or exc}",),
+                    )
                 self._state.save_cache(delivery, observed.cache)
                 found = list(dict.fromkeys(problems + differences))
                 if found:

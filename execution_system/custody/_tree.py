@@ -289,8 +289,19 @@ def scan(
     stack = [("", os.fspath(root))]
     while stack:
         rel_dir, abs_dir = stack.pop()
-        with os.scandir(abs_dir) as listing:
-            children = sorted(listing, key=lambda child: child.name)
+        try:
+            with os.scandir(abs_dir) as listing:
+                children = sorted(listing, key=lambda child: child.name)
+        except OSError as exc:
+            refusal = Refusal(
+                ErrorCode.CUSTODY_REJECTED,
+                printable(rel_dir or "."),
+                f"cannot list the directory: {exc.strerror}",
+            )
+            if strict:
+                raise refusal from None
+            result.errors.append(refusal)
+            continue
         for child in children:
             rel = f"{rel_dir}/{child.name}" if rel_dir else child.name
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -147,3 +148,33 @@ def test_compare_heads() -> None:
     assert two in mismatch
     assert compare_heads(None, one) is not None
     assert compare_heads(one, None) is not None
+
+
+def test_retire_running_alongside_commits_of_other_deliveries_loses_no_blob(
+    custody: FileCustody, seed: Path
+) -> None:
+    busy = DeliveryId("d-busy")
+    for delivery in (busy, DeliveryId("d-retired")):
+        custody.open(delivery, seed=str(seed))
+    ws = Path(custody.workspace(busy))
+    errors: list[BaseException] = []
+
+    def commits() -> None:
+        try:
+            for round_ in range(15):
+                site = make_site(busy, attempt=round_ + 1)
+                cap = custody.issue(site, "write")
+                (ws / f"round{round_}.txt").write_text(f"round {round_}\n")
+                verdict = custody.validate(preview(cap.token, site))
+                assert verdict.savepoint is not None, verdict
+                custody.advance(busy, verdict.savepoint)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=commits)
+    worker.start()
+    custody.retire(DeliveryId("d-retired"))
+    worker.join()
+    assert not errors
+    for info in custody.savepoints(busy):
+        assert custody.restore(busy, info.savepoint, full_verify=True).confirmed
