@@ -71,14 +71,23 @@ def load_runner_config(path: Path | None) -> RunnerConfig:
     )
 
 
+def _names_local_file(arg: str, folder: Path, *, first: bool) -> bool:
+    """Whether ``arg`` is a relative path to a file beside the config (``agents/x.py``).
+
+    The program itself may be a bare name; other arguments must look like paths
+    (a '/' or a '.') so that words such as ``lint`` are never rewritten.
+    """
+    if os.path.isabs(arg) or not (folder / arg).is_file():
+        return False
+    return first or "/" in arg or "." in arg
+
+
 def _anchored(binding: ExecutorBinding, folder: Path) -> ExecutorBinding:
     """Make a binding independent of the current directory (the delivery records it)."""
     if isinstance(binding, CommandBinding):
         argv = [
-            str(folder / arg)
-            if "/" in arg and not os.path.isabs(arg) and (folder / arg).exists()
-            else arg
-            for arg in binding.command
+            str(folder / arg) if _names_local_file(arg, folder, first=i == 0) else arg
+            for i, arg in enumerate(binding.command)
         ]
         return binding.model_copy(update={"command": tuple(argv)})
     if isinstance(binding, PythonBinding) and binding.path is None:

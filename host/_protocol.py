@@ -30,6 +30,37 @@ class CoordinatorHost(Protocol):
         """Record an admitted actor's resolution of the workflow wait at ``node``."""
         ...
 
+    async def stop(
+        self, delivery_id: str, *, actor: str = "operator", wait_s: float = 30.0
+    ) -> StatusReport:
+        """Bring the delivery to ``stopped`` at its next safe boundary."""
+        ...
+
+    async def recover(
+        self,
+        delivery_id: str,
+        directive: str,
+        *,
+        actor: str = "operator",
+        reason: str,
+        node: str | None = None,
+        result: Any = None,
+        fail: bool = False,
+        savepoint: str | None = None,
+    ) -> StatusReport:
+        """Apply a recovery directive: continue, restart-from-savepoint or intervene."""
+        ...
+
+    async def retire(
+        self, delivery_id: str, authorization: str, *, actor: str = "operator"
+    ) -> dict[str, Any]:
+        """Delete the thread's Host-owned records once; return the durable retirement fact."""
+        ...
+
+    def needs_directive(self) -> list[dict[str, Any]]:
+        """Deliveries that only a directive can move, and why (startup dispatches nothing)."""
+        ...
+
     def status(self, delivery_id: str) -> StatusReport:
         """The delivery's current status."""
         ...

@@ -63,7 +63,7 @@ def register(commands: Any) -> None:
     resolve.set_defaults(handler=_resolve)
 
 
-def _print_status(report: Any, as_json: bool) -> int:
+def print_status(report: Any, as_json: bool) -> int:
     if as_json:
         emit_json(report.public())
     else:
@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         report = asyncio.run(runner.host.run(delivery, seed=args.seed))
     finally:
         runner.close()
-    return _print_status(report, args.json)
+    return print_status(report, args.json)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -124,13 +124,16 @@ def _status(args: argparse.Namespace) -> int:
     runner = open_runner(args.store)
     try:
         if args.delivery:
-            return _print_status(runner.host.status(args.delivery), args.json) and 0
+            print_status(runner.host.status(args.delivery), args.json)
+            return 0
         rows = runner.host.deliveries()
+        attention = runner.host.needs_directive()
     finally:
         runner.close()
     if args.json:
-        emit_json({"deliveries": rows})
-    elif not rows:
+        emit_json({"deliveries": rows, "needs_directive": attention})
+        return 0
+    if not rows:
         emit("no deliveries")
     else:
         width = max(len(r["graph"]) for r in rows)
@@ -140,6 +143,13 @@ def _status(args: argparse.Namespace) -> int:
                 f"{r['delivery']}  {r['graph']:<{width}}  {r['status']:<12} {outcome:<20} "
                 f"{r['updated']}"
             )
+    if attention:
+        emit("")
+        emit("needs a directive (nothing runs until an operator decides):")
+        for item in attention:
+            for reason in item["reasons"]:
+                emit(f"  {item['delivery']} ({item['status']}): {reason}")
+        emit("  -> execsys inspect DELIVERY, then execsys recover DELIVERY --directive ...")
     return 0
 
 
@@ -160,9 +170,18 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     if report["message"]:
         emit(f"  {report['message']}")
+    if "retirement" in report:
+        fact = report["retirement"] or {}
+        emit(f"  retired under authorization {fact.get('authorization')}; journal head "
+             f"{(fact.get('journal') or {}).get('head')} "
+             f"({(fact.get('journal') or {}).get('events')} events)")
+        return 0
     emit(f"  checkpoint {report['checkpoint']}")
     emit(f"  journal    {report['journal']['events']} events, head {report['journal']['head']}")
-    emit(f"  custody    savepoint {report['custody']['savepoint']}")
+    emit(f"  custody    checkpoint expects {report['custody']['savepoint']}, "
+         f"custody head is {report['custody'].get('head')}")
+    for problem in report.get("mismatches", []):
+        emit(f"  MISMATCH   {problem}")
     emit("  nodes:")
     for node, view in report["nodes"].items():
         emit(
@@ -179,6 +198,10 @@ def _inspect(args: argparse.Namespace) -> int:
             f"  pending {wait['kind']} at '{wait['node']}': {wait['approvals']} of "
             f"{wait['needed']} approvals, roles {', '.join(wait['roles'])}"
         )
+    if report.get("savepoints"):
+        emit("  savepoints (for restart-from-savepoint):")
+        for sp in report["savepoints"]:
+            emit(f"    {sp['savepoint']}  first at checkpoint {sp['first']}")
     emit("  directives now: " + (", ".join(report["directives"]) or "none"))
     return 0
 
@@ -193,7 +216,7 @@ def _input(args: argparse.Namespace) -> int:
         report = asyncio.run(runner.host.answer(args.delivery, args.correlation, response))
     finally:
         runner.close()
-    return _print_status(report, args.json)
+    return print_status(report, args.json)
 
 
 def _resolve(args: argparse.Namespace) -> int:
@@ -208,4 +231,4 @@ def _resolve(args: argparse.Namespace) -> int:
         )
     finally:
         runner.close()
-    return _print_status(report, args.json)
+    return print_status(report, args.json)

@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``execsys`` parser."""
-    from execution_system.cli import _delivery, _demo, _graph, _journal
+    from execution_system.cli import _delivery, _demo, _graph, _journal, _operator
 
     parser = _Parser(
         prog="execsys",
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     _graph.register(commands)
     _delivery.register(commands)
     _journal.register(commands)
+    _operator.register(commands)
     _demo.register(commands)
     return parser
 
@@ -57,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except ExecsysError as exc:
         return report_error(exc, as_json)
+    except BrokenPipeError:
+        # The reader went away (e.g. '| head'): not an error of ours.
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         sys.stderr.write("execsys: interrupted\n")
         return 130

@@ -124,9 +124,27 @@ class ReplayState:
         return twin
 
     def state_of(self, key: Key) -> NodeState:
-        """Current state of ``key``; an activation with no events is pending."""
+        """Current state of ``key``; an activation with no events is pending.
+
+        Exception: once every activation of the start node is invalidated or
+        superseded (a restart from a savepoint), its next activation begins
+        ``ready``, as the first one did.
+        """
         found = self.activations.get(key)
-        return found.state if found is not None else NodeState.PENDING
+        if found is not None:
+            return found.state
+        node, number = key
+        if (
+            node == self.header.start
+            and number == self.latest.get(node, 0) + 1
+            and all(
+                record.state in RETIRED_STATES
+                for (other, _), record in self.activations.items()
+                if other == node
+            )
+        ):
+            return NodeState.READY
+        return NodeState.PENDING
 
     def is_current_completion(self, key: Key) -> bool:
         """Completed and still the node's latest activation (nothing newer, not retired)."""

@@ -47,16 +47,33 @@ async def run_action_turn(
     activation = int(site["activation"])
     attempt = int(site.get("attempt", 1))
     suspension = (writer.state.get("suspensions") or {}).get(node_id)
+    halted = (writer.state.get("halted") or {}).get(node_id)
     session: str | None = None
     response: Any = None
     turn = 1
-    if suspension is not None:
+    if halted is not None:
+        directive = (wake or {}).get("directive")
+        if directive is None:
+            return  # blocked until an operator's directive
+        if not _apply_directive(writer, node_id, node, site, directive):
+            return
+        # continue: the same attempt and turn again (invocation id + turn is the
+        # executor's idempotency key); custody was restored to the base savepoint.
+        turn = int(site.get("turn", 1))
+        session = site.get("session")
+        response = site.get("response")
+    elif suspension is not None:
         if wake is None or wake.get("correlation") != suspension.get("correlation"):
             return  # still waiting for its own answer
         turn = int(suspension["turn"]) + 1
         session = suspension.get("session")
         response = wake.get("response")
         writer.put("suspensions", node_id, None)
+        writer.put(
+            "pending",
+            node_id,
+            {**_site_fields(site), "turn": turn, "session": session, "response": response},
+        )
         writer.event(
             node_id,
             activation,
@@ -112,7 +129,13 @@ async def run_action_turn(
     result = await _invoke_unless_stopped(writer, request, binding, capability.token)
     base = capability.claims.base_savepoint
     if result is None:
-        await _restore_or_intervene(writer, base)
+        if not await _restore_or_intervene(writer, base):
+            return
+        if ctx.stop_reason == "stop":
+            writer.halt(
+                "stopped", f"stopped by an operator during '{node_id}'", ErrorCode.STOP_REQUESTED
+            )
+            return
         writer.put("pending", node_id, None)
         writer.event(
             node_id,
@@ -123,7 +146,7 @@ async def run_action_turn(
             attempt=attempt,
             error={
                 "code": ErrorCode.SIBLING_STOPPED.value,
-                "message": "stopped: the delivery reached a terminal or was stopped",
+                "message": "stopped: the delivery reached a terminal or failed elsewhere",
             },
         )
         return
@@ -158,18 +181,10 @@ async def run_action_turn(
         if not await _restore_or_intervene(writer, base):
             return
         if result.unknown_outcome:
-            writer.event(
-                node_id,
-                activation,
-                "work-failed",
-                "active",
-                "failed",
-                attempt=attempt,
-                error={"code": result.code.value, "message": result.detail},
-            )
-            writer.put("pending", node_id, None)
             writer.intervention(
-                f"node '{node_id}': outcome of the executor turn is unknown ({result.code.value})"
+                f"node '{node_id}': outcome of the executor turn is unknown "
+                f"({result.code.value}: {result.detail})",
+                result.code,
             )
             return
         if result.retryable and may_retry(node.retry, attempt):
@@ -198,7 +213,56 @@ async def run_action_turn(
 
 
 def _site_fields(site: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in site.items() if k in {"activation", "attempt", "turn", "predecessors"}}
+    keep = {"activation", "attempt", "turn", "predecessors", "session", "response", "halts"}
+    return {k: v for k, v in site.items() if k in keep}
+
+
+def _apply_directive(
+    writer: StepWriter,
+    node_id: str,
+    node: ActionNode,
+    site: dict[str, Any],
+    directive: Mapping[str, Any],
+) -> bool:
+    """Clear the halt under an operator's directive; True if the turn should run again."""
+    from host.langgraph._handlers import commit_outputs, fail_node, successors_of
+
+    activation = int(site["activation"])
+    attempt = int(site.get("attempt", 1))
+    operator = {"id": str(directive["actor"]), "kind": "human"}
+    writer.put("halted", node_id, None)
+    writer.status("running", message=f"{directive['kind']} by {directive['actor']}")
+    writer.event(
+        node_id,
+        activation,
+        "block-cleared",
+        "blocked",
+        "active",
+        attempt=attempt,
+        actor=operator,
+        rationale=f"{directive['kind']}: {directive.get('reason', '')}",
+        request=f"{node_id}/{activation}/directive/{directive['id']}",
+    )
+    if directive["kind"] == "intervene-result":
+        try:
+            output = validate_outputs(node_id, node.outputs, directive.get("result"))
+            successors = successors_of(node_id, node, output)
+        except ExecsysError as exc:
+            fail_node(writer, site, exc.code, exc.message, node.on_failure, actor=operator)
+            return False
+        commit_outputs(writer, site, output, successors=successors, actor=operator)
+        return False
+    if directive["kind"] == "intervene-fail":
+        fail_node(
+            writer,
+            site,
+            ErrorCode.NODE_FAILED,
+            f"marked failed by {directive['actor']}: {directive.get('reason', '')}",
+            node.on_failure,
+            actor=operator,
+        )
+        return False
+    return True
 
 
 async def _commit(

@@ -14,6 +14,7 @@ from contracts import (
     BarrierNode,
     ControlGraph,
     Custody,
+    DeliveryId,
     ErrorCode,
     TerminalNode,
     digest_of,
@@ -53,10 +54,12 @@ class DeliveryContext:
     cache_record: Callable[[str, Any], None]
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when a terminal is reached or a stop is requested: in-flight turns end."""
+    stop_reason: str = ""
+    """Why ``stop`` was set: terminal, failed, intervention, or stop (an operator)."""
     sleep: Callable[[float], Any] = asyncio.sleep
 
     @cached_property
-    def delivery_id(self) -> str:
+    def delivery_id(self) -> DeliveryId:
         """The delivery id (computed once: it digests the whole delivery document)."""
         return self.delivery.delivery_id
 
@@ -161,14 +164,15 @@ class StepWriter:
         if isinstance(node, TerminalNode):
             # The delivery ends with the next super-step; branches still running in this
             # one would hold that step open, so they are stopped now (and recorded).
+            self.ctx.stop_reason = self.ctx.stop_reason or "terminal"
             self.ctx.stop.set()
-        activation = int(self.current("visits", target) or 0) + 1
-        self.put("visits", target, activation)
+        activation, visit = self.next_activation(target)
         self.put(
             "pending",
             target,
             {
                 "activation": activation,
+                "visit": visit,
                 "attempt": 1,
                 "turn": 1,
                 "predecessors": [[predecessor[0], predecessor[1]]],
@@ -177,12 +181,54 @@ class StepWriter:
         if target not in self.goto:
             self.goto.append(target)
 
+    def next_activation(self, node: str) -> tuple[int, int]:
+        """(journal activation number, visit count) for a new activation of ``node``.
+
+        The two differ after a restart from a savepoint: visits (bounded by
+        max_visits) rewind with the state, activation numbers never do, because
+        the journal keeps the invalidated ones.
+        """
+        activation = int(self.current("activations", node) or 0) + 1
+        visit = int(self.current("visits", node) or 0) + 1
+        self.put("activations", node, activation)
+        self.put("visits", node, visit)
+        return activation, visit
+
     def fail_delivery(self, code: ErrorCode | str, message: str) -> None:
         """The delivery fails closed with ``code``."""
         self.status("failed", outcome=str(code), message=message)
+        self.ctx.stop_reason = self.ctx.stop_reason or "failed"
         self.ctx.stop.set()
 
-    def intervention(self, message: str) -> None:
-        """The delivery needs an operator's directive."""
-        self.status("intervention", outcome=ErrorCode.INTERVENTION_REQUIRED.value, message=message)
+    def intervention(self, message: str, code: ErrorCode = ErrorCode.INTERVENTION_REQUIRED) -> None:
+        """Halt this node and the delivery until an operator's directive (never a guess)."""
+        self.halt("intervention", message, code)
+
+    def halt(self, status: str, message: str, code: ErrorCode) -> None:
+        """Block this node's activation (journaled) and set the delivery's status.
+
+        The node keeps its scheduled site, so ``recover continue`` re-runs the same
+        attempt and ``recover intervene`` can complete or fail it.
+        """
+        site = self.current("pending", self.node)
+        if site is not None and self.node not in (self.updates.get("halted") or {}):
+            activation = int(site["activation"])
+            self.event(
+                self.node,
+                activation,
+                "work-blocked",
+                "active",
+                "blocked",
+                attempt=int(site.get("attempt", 1)),
+                error={"code": code.value, "message": message[:4000]},
+                rationale=f"{status}: waiting for an operator's directive",
+                request=f"{self.node}/{activation}/halt/{site.get('attempt', 1)}/"
+                f"{site.get('turn', 1)}/{site.get('halts', 0)}",
+            )
+            self.put("pending", self.node, {**site, "halts": int(site.get("halts", 0)) + 1})
+            self.put(
+                "halted", self.node, {"status": status, "code": code.value, "message": message}
+            )
+        self.status(status, outcome=code.value, message=message)
+        self.ctx.stop_reason = self.ctx.stop_reason or status
         self.ctx.stop.set()

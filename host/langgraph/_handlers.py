@@ -92,14 +92,17 @@ def begin(writer: StepWriter, site: Mapping[str, Any], max_visits: int | None) -
     node = writer.node
     activation = int(site["activation"])
     attempt = int(site.get("attempt", 1))
-    if max_visits is not None and activation > max_visits:
+    visit = int(site.get("visit", activation))
+    if max_visits is not None and visit > max_visits:
         writer.fail_delivery(
             ErrorCode.MAX_VISITS_EXCEEDED,
-            f"node '{node}' would run a {activation}th time; max_visits is {max_visits}",
+            f"node '{node}' would run a {visit}th time; max_visits is {max_visits}",
         )
         return False
     preds = site.get("predecessors") or []
-    is_root = node == writer.ctx.info.graph.start and activation == 1
+    # The start node begins ready: on its first activation, and on the first one
+    # after a restart invalidated all of its earlier ones (no predecessor either way).
+    is_root = node == writer.ctx.info.graph.start and not preds
     if attempt == 1:
         if not is_root:
             writer.event(
@@ -139,6 +142,7 @@ def commit_outputs(
     output: Mapping[str, Any],
     *,
     successors: list[str],
+    actor: Mapping[str, str] | None = None,
 ) -> None:
     """Apply validated outputs and schedule successors (custody already accepted)."""
     node = writer.node
@@ -156,6 +160,7 @@ def commit_outputs(
         "completed",
         attempt=attempt,
         refs=[{"kind": "output", "id": f"{node}#{activation}", "digest": digest}],
+        actor=actor,
     )
     for succ in successors:
         writer.schedule(succ, (node, activation))
@@ -167,6 +172,8 @@ def fail_node(
     code: ErrorCode | str,
     message: str,
     on_failure: str | None,
+    *,
+    actor: Mapping[str, str] | None = None,
 ) -> None:
     """A non-retryable failure: follow ``on_failure`` or fail the delivery closed."""
     node = writer.node
@@ -180,6 +187,7 @@ def fail_node(
         "failed",
         attempt=int(site.get("attempt", 1)),
         error={"code": str(code), "message": message},
+        actor=actor,
     )
     if on_failure is not None:
         writer.schedule(on_failure, (node, activation))
@@ -202,6 +210,13 @@ async def handle(node_id: str, state: Mapping[str, Any], ctx: DeliveryContext, s
     if wake is not None:
         writer.put("wake", node_id, None)
     if is_halted(state):
+        return finish(writer)
+    if ctx.stop_reason == "stop":
+        # An operator's stop arrived between steps: nothing starts; whatever was
+        # scheduled stays scheduled for 'recover continue'.
+        writer.status(
+            "stopped", outcome=ErrorCode.STOP_REQUESTED.value, message="stopped by an operator"
+        )
         return finish(writer)
     if isinstance(node, BarrierNode):
         _barrier(writer, node_id, node)
@@ -328,10 +343,14 @@ def _barrier(writer: StepWriter, node_id: str, node: BarrierNode) -> None:
     if len(arrived) != len(info["selected"]):
         return  # not every selected branch is here yet; a later arrival re-triggers us
     writer.put("regions", parallel, {**info, "fired": True})
-    activation = int(writer.current("visits", node_id) or 0) + 1
-    writer.put("visits", node_id, activation)
+    activation, visit = writer.next_activation(node_id)
     tails = [marks.get(f"{parallel}/{b}#tail") for b in info["selected"]]
-    site = {"activation": activation, "attempt": 1, "predecessors": [t for t in tails if t]}
+    site = {
+        "activation": activation,
+        "visit": visit,
+        "attempt": 1,
+        "predecessors": [t for t in tails if t],
+    }
     if not begin(writer, site, node.max_visits):
         return
     writer.event(node_id, activation, "work-completed", "active", "completed", attempt=1)

@@ -8,6 +8,7 @@ reading commands never pay for it.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 from collections import OrderedDict
@@ -19,7 +20,6 @@ from contracts import (
     AdmittedDelivery,
     Custody,
     ErrorCode,
-    ExecsysError,
     WaitNode,
     canonical_bytes,
     error,
@@ -28,6 +28,8 @@ from contracts import (
 from contracts._invocation import Invoker
 from contracts._status import StatusReport
 from host._operations import Operation
+from host.langgraph import _operator
+from host.langgraph._context import DeliveryContext
 from host.langgraph._journal_book import JournalBook
 from host.langgraph._lease import LeaseManager
 from host.langgraph._store import Store, connect
@@ -64,6 +66,8 @@ class LangGraphHost:
         self.leases = LeaseManager(self.store, data_dir / "locks", self.holder, lease_ttl_s)
         self._engine: tuple[Any, Any] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
+        self._active: dict[str, DeliveryContext] = {}
+        """Deliveries this process is driving now, by id (a stop reaches them directly)."""
         self._records: OrderedDict[str, Any] = OrderedDict()
 
     # --- engine (lazy: importing LangGraph costs most of a second) -----------------------
@@ -99,6 +103,18 @@ class LangGraphHost:
         value = self.store.get_record(digest)
         self._cache_record(digest, value)
         return value
+
+    def _runnable(self, delivery_id: str) -> None:
+        status = self.status(delivery_id).status.value
+        if status in {"stopped", "intervention", "completed", "failed", "cancelled"}:
+            raise error(
+                ErrorCode.DELIVERY_NOT_RUNNABLE,
+                f"the delivery is {status}",
+                path=delivery_id,
+                expected="'execsys recover' first"
+                if status in {"stopped", "intervention"}
+                else "a delivery that has not ended",
+            )
 
     def _delivery(self, delivery_id: str) -> AdmittedDelivery:
         row = self.store.delivery_row(delivery_id)
@@ -151,8 +167,9 @@ class LangGraphHost:
                     self.journals.create(cur, delivery, created_by)
                 start = delivery.graph.start
                 first = {
-                    "run": {"status": "running", "message": "started"},
+                    "run": {"status": "running", "outcome": "", "message": "started"},
                     "visits": {start: 1},
+                    "activations": {start: 1},
                     "pending": {
                         start: {"activation": 1, "attempt": 1, "turn": 1, "predecessors": []}
                     },
@@ -171,11 +188,14 @@ class LangGraphHost:
             token = self.leases.acquire(delivery_id, wait_s=10.0)
             try:
                 values = await self._values(delivery)
+                known = (values.get("correlations") or {}).get(correlation)
+                if known != "answered":
+                    self._runnable(delivery_id)
                 node = self._match_correlation(delivery_id, values, correlation)
                 wake = {
                     "wake": {node: {"correlation": correlation, "response": response}},
                     "correlations": {correlation: "answered"},
-                    "run": {"status": "running", "message": f"answer for '{node}'"},
+                    "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
                 }
                 await self._drive(delivery, wake, token)
             finally:
@@ -190,16 +210,62 @@ class LangGraphHost:
             delivery = self._delivery(delivery_id)
             token = self.leases.acquire(delivery_id, wait_s=10.0)
             try:
+                self._runnable(delivery_id)
                 values = await self._values(delivery)
                 self._check_resolution(delivery, values, node, actor, role, result)
                 wake = {
                     "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
-                    "run": {"status": "running", "message": f"{actor} resolved '{node}'"},
+                    "run": {
+                        "status": "running",
+                        "outcome": "",
+                        "message": f"{actor} resolved '{node}'",
+                    },
                 }
                 await self._drive(delivery, wake, token)
             finally:
                 self.leases.release(delivery_id)
         return self.status(delivery_id)
+
+    async def stop(
+        self, delivery_id: str, *, actor: str = "operator", wait_s: float = 30.0
+    ) -> StatusReport:
+        """Bring the delivery to ``stopped`` at its next safe boundary."""
+        return await _operator.stop(self, delivery_id, actor, wait_s)
+
+    async def recover(
+        self,
+        delivery_id: str,
+        directive: str,
+        *,
+        actor: str = "operator",
+        reason: str,
+        node: str | None = None,
+        result: Any = None,
+        fail: bool = False,
+        savepoint: str | None = None,
+    ) -> StatusReport:
+        """Apply a recovery directive (continue, restart-from-savepoint, intervene)."""
+        return await _operator.recover(
+            self,
+            delivery_id,
+            directive,
+            actor=actor,
+            reason=reason,
+            node=node,
+            result=result,
+            fail=fail,
+            savepoint=savepoint,
+        )
+
+    async def retire(
+        self, delivery_id: str, authorization: str, *, actor: str = "operator"
+    ) -> dict[str, Any]:
+        """Delete the thread's Host-owned records once; return the durable retirement fact."""
+        return await _operator.retire(self, delivery_id, authorization, actor)
+
+    def needs_directive(self) -> list[dict[str, Any]]:
+        """Deliveries only a directive can move, with the reasons (dispatches nothing)."""
+        return _operator.needs_directive(self)
 
     def status(self, delivery_id: str) -> StatusReport:
         """The delivery's current status (from the store; no LangGraph)."""
@@ -207,7 +273,23 @@ class LangGraphHost:
 
     def inspect(self, delivery_id: str) -> dict[str, Any]:
         """Status, node states and attempts, heads, and the directives possible now."""
-        return inspect_report(self.store, delivery_id)
+        row = self.store.delivery_row(delivery_id)
+        if row is not None and row["status"] == "retired":
+            facts = self.store.read(
+                "SELECT fact FROM execsys_retirements WHERE delivery = ?", (delivery_id,)
+            )
+            report = status_report(self.store, delivery_id).public()
+            return {
+                **report,
+                "graph": row["graph"],
+                "retirement": json.loads(facts[0][0]) if facts else None,
+                "directives": [],
+            }
+        report = inspect_report(self.store, delivery_id)
+        report["custody"]["head"] = _operator.custody_head(self, delivery_id)
+        report["savepoints"] = self.store.savepoint_checkpoints(delivery_id)
+        report["mismatches"] = _operator.consistency(self, delivery_id)
+        return report
 
     def record(self, digest: str) -> Any:
         """A content-addressed record (a node's outputs, a selection, an approval)."""
@@ -231,13 +313,22 @@ class LangGraphHost:
 
     # --- internals ------------------------------------------------------------------------
 
-    def _config(self, delivery: AdmittedDelivery, stop: asyncio.Event) -> dict[str, Any]:
+    def _config(
+        self, delivery: AdmittedDelivery, ctx: DeliveryContext | None = None
+    ) -> dict[str, Any]:
         from host.langgraph._compile import CONTEXT_KEY
-        from host.langgraph._context import DeliveryContext
 
+        if ctx is None:
+            ctx = self._context(delivery)
+        return {
+            "configurable": {"thread_id": delivery.delivery_id, CONTEXT_KEY: ctx},
+            "recursion_limit": RECURSION_LIMIT,
+        }
+
+    def _context(self, delivery: AdmittedDelivery) -> DeliveryContext:
         _, graphs = self.engine()
         _, info = graphs.get(delivery.graph)
-        ctx = DeliveryContext(
+        return DeliveryContext(
             delivery=delivery,
             info=info,
             custody=self.custody,
@@ -245,36 +336,68 @@ class LangGraphHost:
             operations=self.operations,
             load_record=self._load_record,
             cache_record=self._cache_record,
-            stop=stop,
         )
-        return {
-            "configurable": {"thread_id": delivery.delivery_id, CONTEXT_KEY: ctx},
-            "recursion_limit": RECURSION_LIMIT,
-        }
 
-    async def _values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
+    async def _snapshot(self, delivery: AdmittedDelivery) -> tuple[dict[str, Any], bool]:
+        """(channel values, whether LangGraph has tasks left from an interrupted step)."""
         _, graphs = self.engine()
         graph, _ = graphs.get(delivery.graph)
-        snapshot = await graph.aget_state(self._config(delivery, asyncio.Event()))
-        return dict(snapshot.values or {})
+        snapshot = await graph.aget_state(self._config(delivery))
+        return dict(snapshot.values or {}), bool(snapshot.next)
+
+    async def _values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
+        values, _ = await self._snapshot(delivery)
+        return values
 
     async def _drive(self, delivery: AdmittedDelivery, first: Any, token: int) -> None:
         saver, graphs = self.engine()
         graph, _ = graphs.get(delivery.graph)
+        did = delivery.delivery_id
         self.journals.register(delivery)
-        saver.tokens[delivery.delivery_id] = token
-        config = self._config(delivery, asyncio.Event())
+        saver.tokens[did] = token
+        ctx = self._context(delivery)
+        self._active[did] = ctx
+        watcher = asyncio.ensure_future(self._watch_stop(did, ctx))
         try:
-            await graph.ainvoke(first, config, durability="sync")
-        except ExecsysError:
-            raise
+            await graph.ainvoke(first, self._config(delivery, ctx), durability="sync")
         except Exception as exc:
-            self.journals.forget(delivery.delivery_id)
+            self.journals.forget(did)
             from host.langgraph._errors import substrate_error
 
-            raise substrate_error(exc, delivery.delivery_id) from exc
+            failure = substrate_error(exc, did)
+            if failure.code is not ErrorCode.LEASE_FENCED:
+                # Nothing of the failed step committed; say so where operators look.
+                self._mark_intervention(did, f"{failure.code.value}: {failure.message}")
+            raise failure from exc
         finally:
-            saver.tokens.pop(delivery.delivery_id, None)
+            watcher.cancel()
+            self._active.pop(did, None)
+            saver.tokens.pop(did, None)
+        if ctx.stop_reason == "stop":
+            _operator.clear_stop(self, did)
+
+    def _mark_intervention(self, delivery_id: str, message: str) -> None:
+        row = self.store.delivery_row(delivery_id)
+        if row is None:
+            return
+        with self.store.transaction() as cur:
+            self.store.set_status(
+                cur,
+                delivery_id,
+                "intervention",
+                ErrorCode.INTERVENTION_REQUIRED.value,
+                {**row["detail"], "message": message},
+                None,
+            )
+
+    async def _watch_stop(self, delivery_id: str, ctx: DeliveryContext) -> None:
+        """Poll for an operator's stop request made by another process."""
+        while not ctx.stop.is_set():
+            if _operator.stop_requested(self, delivery_id):
+                ctx.stop_reason = ctx.stop_reason or "stop"
+                ctx.stop.set()
+                return
+            await asyncio.sleep(0.2)
 
     def _match_correlation(self, delivery_id: str, values: dict[str, Any], correlation: str) -> str:
         suspensions = values.get("suspensions") or {}

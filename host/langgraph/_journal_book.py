@@ -10,6 +10,7 @@ writes the resulting lines with the same cursor as the checkpoint.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,7 +32,14 @@ from contracts._journal import (
     Transition,
 )
 from contracts._topology import predecessors
-from host.journal import AppendCommand, Journal, authority_digest, decode_line, encode_record
+from host.journal import (
+    AppendCommand,
+    InvalidateCommand,
+    Journal,
+    authority_digest,
+    decode_line,
+    encode_record,
+)
 from host.journal._codec import record_digest
 from host.langgraph._store import Store
 
@@ -142,7 +150,12 @@ class JournalBook:
         try:
             now = datetime.now(UTC)
             for draft in drafts:
-                journal.append(_command(draft, journal.head, now))
+                if draft["type"] == "invalidate":
+                    journal.invalidate(
+                        _invalidation(draft, journal.head, now), _record_resolver(cur)
+                    )
+                else:
+                    journal.append(_command(draft, journal.head, now))
             for event in journal.events[before:]:
                 self.store.put_journal_line(
                     cur, delivery_id, event.ordinal, record_digest(event), encode_record(event)
@@ -191,4 +204,30 @@ def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
         predecessors=tuple(
             ActivationRef(node=p[0], activation=int(p[1])) for p in draft.get("predecessors") or ()
         ),
+    )
+
+
+def _record_resolver(cur: sqlite3.Cursor) -> Callable[[RecordRef], bool]:
+    """An invalidation's source must be a record the store holds (this transaction included)."""
+
+    def resolve(ref: RecordRef) -> bool:
+        row = cur.execute(
+            "SELECT 1 FROM execsys_records WHERE digest = ?", (ref.digest,)
+        ).fetchone()
+        return row is not None
+
+    return resolve
+
+
+def _invalidation(draft: dict[str, Any], head: str, now: datetime) -> InvalidateCommand:
+    actor = draft.get("actor") or {}
+    return InvalidateCommand(
+        request=draft["request"],
+        expected_head=Digest(head),
+        actor=Actor(id=actor.get("id", "operator"), kind=ActorKind(actor.get("kind", "human"))),
+        at=now,
+        rationale=draft.get("rationale", ""),
+        targets=tuple(ActivationRef(node=n, activation=int(a)) for n, a in draft["targets"]),
+        source=RecordRef(**draft["source"]),
+        policy=draft["policy"],
     )

@@ -75,6 +75,24 @@ class LeaseManager:
         self._fds[delivery] = fd
         return token
 
+    def is_free(self, delivery: str) -> bool:
+        """Whether no process holds the delivery's lock right now (a probe, not a lease)."""
+        if delivery in self._fds:
+            return False
+        path = self.lock_dir / f"{delivery}.lock"
+        if not path.exists():
+            return True
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return True
+        finally:
+            os.close(fd)
+
     def release(self, delivery: str) -> None:
         """Give the lease back (the token stays, so a late write by us is still fenced)."""
         fd = self._fds.pop(delivery, None)

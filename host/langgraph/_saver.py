@@ -117,12 +117,21 @@ class HostSaver(SqliteSaver):
                 for item in outbox or ():
                     if item.get("type") == "record":
                         self.store.put_record(cur, item["digest"], canonical_bytes(item["value"]))
-                    elif item.get("type") == "event":
+                    elif item.get("type") in {"event", "invalidate"}:
                         drafts.append(item)
+                    if item.get("type") == "record":
+                        self.store.put_record_ref(cur, thread_id, item["digest"])
                 if drafts:
                     self.journals.append(cur, thread_id, drafts)
+                journal = self.journals.journal(thread_id, cur)
                 status, outcome, detail = self.derive_status(values, more)
+                # What this checkpoint embodies, recorded with it: the journal head it
+                # was committed with and the custody savepoint it expects.
+                detail["journal"] = {"head": journal.head, "events": len(journal)}
                 self.store.set_status(cur, thread_id, status, outcome, detail, checkpoint["id"])
+                self.store.index_checkpoint(
+                    cur, thread_id, checkpoint["id"], detail.get("savepoint"), len(journal)
+                )
         return {
             "configurable": {
                 "thread_id": thread_id,

@@ -37,7 +37,9 @@ class ThreadState(TypedDict, total=False):
     run: Merged
     """status, outcome, message, code, started, stop_requested."""
     visits: Merged
-    """node -> number of activations so far."""
+    """node -> visits so far (what max_visits bounds; rewinds on restart-from-savepoint)."""
+    activations: Merged
+    """node -> the last journal activation number issued (never rewinds)."""
     pending: Merged
     """node -> the activation scheduled to run next (site, predecessors, turn, response)."""
     outputs: Merged
@@ -52,6 +54,8 @@ class ThreadState(TypedDict, total=False):
     """wait node -> {activation, kind, approvals, needed, roles, result}."""
     correlations: Merged
     """correlation id -> pending | answered | stale (refuses reuse of old answers)."""
+    halted: Merged
+    """node -> {status, code, message}: an activation blocked until a directive."""
     wake: Merged
     """Input only: node -> what to hand the node when the thread is resumed."""
     savepoint: Merged

@@ -59,6 +59,24 @@ CREATE TABLE IF NOT EXISTS execsys_leases (
     token INTEGER NOT NULL,
     expires REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS execsys_record_refs (
+    delivery TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (delivery, digest)
+);
+CREATE TABLE IF NOT EXISTS execsys_checkpoints (
+    delivery TEXT NOT NULL,
+    checkpoint TEXT NOT NULL,
+    savepoint TEXT,
+    events INTEGER NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (delivery, checkpoint)
+);
+CREATE TABLE IF NOT EXISTS execsys_stops (
+    delivery TEXT PRIMARY KEY,
+    requested REAL NOT NULL,
+    actor TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS execsys_retirements (
     delivery TEXT PRIMARY KEY,
     authorization TEXT NOT NULL,
@@ -211,6 +229,40 @@ class Store:
         cur.execute(
             "INSERT OR IGNORE INTO execsys_records (digest, body) VALUES (?, ?)", (digest, body)
         )
+
+    @staticmethod
+    def put_record_ref(cur: sqlite3.Cursor, delivery: str, digest: str) -> None:
+        """Remember that ``delivery`` references a record (retirement keeps shared ones)."""
+        cur.execute(
+            "INSERT OR IGNORE INTO execsys_record_refs (delivery, digest) VALUES (?, ?)",
+            (delivery, digest),
+        )
+
+    @staticmethod
+    def index_checkpoint(
+        cur: sqlite3.Cursor, delivery: str, checkpoint: str, savepoint: str | None, events: int
+    ) -> None:
+        """Record which savepoint and journal length a checkpoint embodies."""
+        cur.execute(
+            "INSERT OR REPLACE INTO execsys_checkpoints (delivery, checkpoint, savepoint, events, "
+            "created) VALUES (?, ?, ?, ?, ?)",
+            (delivery, checkpoint, savepoint, events, time.time()),
+        )
+
+    def savepoint_checkpoints(self, delivery: str) -> list[dict[str, Any]]:
+        """Each savepoint the delivery's checkpoints embodied: its latest checkpoint."""
+        rows = self.read(
+            "SELECT savepoint, checkpoint, events, created FROM execsys_checkpoints "
+            "WHERE delivery = ? AND savepoint IS NOT NULL ORDER BY checkpoint",
+            (delivery,),
+        )
+        latest: dict[str, dict[str, Any]] = {}
+        for savepoint, checkpoint, events, created in rows:
+            latest.setdefault(
+                savepoint, {"savepoint": savepoint, "first": checkpoint, "created": created}
+            )
+            latest[savepoint].update({"checkpoint": checkpoint, "events": events})
+        return list(latest.values())
 
     def get_record(self, digest: str) -> Any:
         """Load a content-addressed value."""

@@ -1,0 +1,400 @@
+"""The operator's side of the Host: stop, directives, the startup listing, retirement.
+
+Startup never dispatches work: a delivery left ``running`` by a runner that
+died, one in ``intervention``, a ``stopped`` one, and one whose checkpoint,
+journal head and custody savepoint disagree are *listed* with the reason, and
+only a directive moves them. Every directive takes the delivery's lease, so
+two operators (or an operator and a runner) never act on one thread at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from contracts import AdmittedDelivery, ErrorCode, ExecsysError, error
+from contracts._status import StatusReport
+
+if TYPE_CHECKING:
+    from host.langgraph._host import LangGraphHost
+
+_NOT_STOPPABLE = {"completed", "failed", "cancelled", "retired"}
+
+
+async def stop(host: LangGraphHost, delivery_id: str, actor: str, wait_s: float) -> StatusReport:
+    """Bring a delivery to ``stopped`` at its next safe boundary."""
+    host._delivery(delivery_id)  # refuses unknown and retired deliveries
+    report = host.status(delivery_id)
+    if report.status.value in _NOT_STOPPABLE:
+        raise error(
+            ErrorCode.STOP_NOT_APPLICABLE,
+            f"the delivery is {report.status.value}",
+            path=delivery_id,
+            expected="a delivery that has not ended",
+        )
+    if report.status.value == "stopped":
+        return report
+    with host.store.transaction() as cur:
+        cur.execute(
+            "INSERT OR REPLACE INTO execsys_stops (delivery, requested, actor) VALUES (?, ?, ?)",
+            (delivery_id, time.time(), actor),
+        )
+    active = host._active.get(delivery_id)
+    if active is not None:  # driven by this process: signal it directly
+        active.stop_reason = "stop"
+        active.stop.set()
+    if active is not None or not host.leases.is_free(delivery_id):
+        return await _await_stopped(host, delivery_id, wait_s)
+    try:
+        host.leases.acquire(delivery_id)
+    except ExecsysError as held:
+        if held.code is not ErrorCode.LEASE_HELD:
+            raise
+        return await _await_stopped(host, delivery_id, wait_s)
+    try:
+        # Nobody drives it: no executor is running, so nothing to interrupt; the
+        # stop is recorded on the delivery and only a directive continues it.
+        _mark_stopped(host, delivery_id, f"stopped by {actor} while {report.status.value}")
+    finally:
+        host.leases.release(delivery_id)
+    return host.status(delivery_id)
+
+
+def _mark_stopped(host: LangGraphHost, delivery_id: str, message: str) -> None:
+    row = host.store.delivery_row(delivery_id)
+    assert row is not None
+    detail = {**row["detail"], "message": message, "stopped_from": row["status"]}
+    with host.store.transaction() as cur:
+        host.store.set_status(
+            cur, delivery_id, "stopped", ErrorCode.STOP_REQUESTED.value, detail, None
+        )
+        cur.execute("DELETE FROM execsys_stops WHERE delivery = ?", (delivery_id,))
+
+
+async def _await_stopped(host: LangGraphHost, delivery_id: str, wait_s: float) -> StatusReport:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        report = host.status(delivery_id)
+        if report.status.value not in {"running"}:
+            return report
+        await asyncio.sleep(0.05)
+    return host.status(delivery_id)
+
+
+def stop_requested(host: LangGraphHost, delivery_id: str) -> bool:
+    """Whether an operator asked this delivery to stop (checked by its runner)."""
+    rows = host.store.read("SELECT 1 FROM execsys_stops WHERE delivery = ?", (delivery_id,))
+    return bool(rows)
+
+
+def clear_stop(host: LangGraphHost, delivery_id: str) -> None:
+    """Forget a stop request (it was honoured, or a directive overrides it)."""
+    with host.store.transaction() as cur:
+        cur.execute("DELETE FROM execsys_stops WHERE delivery = ?", (delivery_id,))
+
+
+def custody_head(host: LangGraphHost, delivery_id: str) -> str | None:
+    """Custody's head savepoint, read independently (None if custody has no workspace)."""
+    try:
+        return str(host.custody.head(delivery_id))  # type: ignore[arg-type]
+    except ExecsysError:
+        return None
+
+
+def consistency(host: LangGraphHost, delivery_id: str) -> list[str]:
+    """Disagreements between checkpoint, journal and custody, each read on its own."""
+    row = host.store.delivery_row(delivery_id)
+    if row is None or row["status"] == "retired":
+        return []
+    problems: list[str] = []
+    detail = row["detail"]
+    expected = detail.get("journal") or {}
+    head, count = host.store.journal_head(delivery_id)
+    if expected and (expected.get("head"), expected.get("events")) != (head, count):
+        problems.append(
+            f"journal head {head} ({count} events) differs from the checkpoint's "
+            f"{expected.get('head')} ({expected.get('events')} events)"
+        )
+    checkpoint_savepoint = detail.get("savepoint")
+    found = custody_head(host, delivery_id)
+    if checkpoint_savepoint and found != checkpoint_savepoint:
+        problems.append(
+            f"custody head {found} differs from the checkpoint's savepoint {checkpoint_savepoint}"
+        )
+    return problems
+
+
+def needs_directive(host: LangGraphHost) -> list[dict[str, Any]]:
+    """Deliveries that only a directive can move, and why (startup dispatches nothing)."""
+    listed = []
+    for row in host.store.list_deliveries():
+        delivery, status = row["delivery"], row["status"]
+        reasons = []
+        if status == "running" and host.leases.is_free(delivery):
+            reasons.append("its runner is gone (crashed or killed) in the middle of a step")
+        if status == "intervention":
+            detail = (host.store.delivery_row(delivery) or {}).get("detail", {})
+            reasons.append(detail.get("message") or "intervention required")
+        if status == "stopped":
+            reasons.append("stopped by an operator")
+        if status not in _NOT_STOPPABLE:
+            reasons.extend(consistency(host, delivery))
+        if reasons:
+            listed.append({"delivery": delivery, "status": status, "reasons": reasons})
+    return listed
+
+
+async def recover(
+    host: LangGraphHost,
+    delivery_id: str,
+    directive: str,
+    *,
+    actor: str,
+    reason: str,
+    node: str | None = None,
+    result: Any = None,
+    fail: bool = False,
+    savepoint: str | None = None,
+) -> StatusReport:
+    """Apply one recovery directive: continue, intervene or restart-from-savepoint."""
+    async with host._lock(delivery_id):
+        delivery = host._delivery(delivery_id)
+        token = host.leases.acquire(delivery_id, wait_s=5.0)
+        try:
+            if directive == "continue":
+                await _continue(host, delivery, token, actor, reason)
+            elif directive == "intervene":
+                await _intervene(host, delivery, token, actor, reason, node, result, fail)
+            elif directive == "restart-from-savepoint":
+                from host.langgraph._restart import restart_from_savepoint
+
+                await restart_from_savepoint(host, delivery, token, actor, reason, savepoint)
+            else:
+                raise error(
+                    ErrorCode.USAGE,
+                    f"unknown directive {directive!r}",
+                    expected="continue | restart-from-savepoint | intervene",
+                )
+        finally:
+            host.leases.release(delivery_id)
+    return host.status(delivery_id)
+
+
+def _directive(kind: str, actor: str, reason: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "actor": actor, "reason": reason, "id": uuid.uuid4().hex, **extra}
+
+
+async def _reconcile_custody(
+    host: LangGraphHost, delivery: AdmittedDelivery, values: dict[str, Any]
+) -> None:
+    """Bring custody back to the savepoint the checkpoint embodies, or refuse."""
+    wanted = (values.get("savepoint") or {}).get("head")
+    found = custody_head(host, delivery.delivery_id)
+    if wanted is None or found == wanted:
+        return
+    restored = await asyncio.to_thread(host.custody.restore, delivery.delivery_id, wanted)
+    if not restored.confirmed:
+        raise error(
+            ErrorCode.CUSTODY_RESTORE_UNCERTAIN,
+            f"custody could not restore savepoint {wanted}: " + ", ".join(restored.differences[:3]),
+            path=delivery.delivery_id,
+            expected="a confirmed restore before work continues (the delivery stays as it is)",
+        )
+
+
+async def _continue(
+    host: LangGraphHost, delivery: AdmittedDelivery, token: int, actor: str, reason: str
+) -> None:
+    did = delivery.delivery_id
+    row = host.store.delivery_row(did)
+    assert row is not None
+    if row["status"] in _NOT_STOPPABLE:
+        raise error(
+            ErrorCode.DIRECTIVE_NOT_APPLICABLE,
+            f"the delivery is {row['status']}",
+            path=did,
+            expected="a delivery that has not ended",
+        )
+    values, pending_tasks = await host._snapshot(delivery)
+    await _reconcile_custody(host, delivery, values)
+    clear_stop(host, did)
+    if pending_tasks:
+        # A runner died mid-step: LangGraph re-runs exactly the interrupted tasks.
+        await host._drive(delivery, None, token)
+        return
+    wake: dict[str, Any] = {}
+    halted = values.get("halted") or {}
+    for node in halted:
+        wake[node] = {"directive": _directive("continue", actor, reason)}
+    quiet = set(values.get("suspensions") or {}) | set(values.get("waits") or {})
+    for node in values.get("pending") or {}:
+        if node not in quiet and node not in halted:
+            wake[node] = {}  # stopped before it began: run it now
+    for parallel, info in (values.get("regions") or {}).items():
+        if not info.get("fired"):
+            wake[delivery.graph.nodes[parallel].barrier] = {}  # type: ignore[union-attr]
+    status = row["status"]
+    if not wake and status == "intervention":
+        raise error(
+            ErrorCode.DIRECTIVE_NOT_APPLICABLE,
+            "nothing is blocked or scheduled to continue",
+            path=did,
+            expected="'intervene' or 'restart-from-savepoint'",
+        )
+    await host._drive(
+        delivery,
+        {
+            "run": {
+                "status": "running",
+                "outcome": "",
+                "message": f"continued by {actor}: {reason}",
+            },
+            "wake": wake,
+        },
+        token,
+    )
+
+
+async def _intervene(
+    host: LangGraphHost,
+    delivery: AdmittedDelivery,
+    token: int,
+    actor: str,
+    reason: str,
+    node: str | None,
+    result: Any,
+    fail: bool,
+) -> None:
+    did = delivery.delivery_id
+    values, _ = await host._snapshot(delivery)
+    halted = values.get("halted") or {}
+    if node is None or node not in halted:
+        raise error(
+            ErrorCode.DIRECTIVE_NOT_APPLICABLE,
+            f"node {node!r} is not blocked waiting for a directive",
+            path=node or did,
+            expected="one of " + ", ".join(sorted(halted)) if halted else "a halted node",
+        )
+    if (result is None) == (not fail):
+        raise error(ErrorCode.USAGE, "intervene needs exactly one of --result or --fail", path=node)
+    await _reconcile_custody(host, delivery, values)
+    clear_stop(host, did)
+    kind = "intervene-fail" if fail else "intervene-result"
+    directive = _directive(kind, actor, reason, result=result)
+    await host._drive(
+        delivery,
+        {
+            "run": {"status": "running", "outcome": "", "message": f"{kind} by {actor}"},
+            "wake": {node: {"directive": directive}},
+        },
+        token,
+    )
+
+
+async def retire(
+    host: LangGraphHost, delivery_id: str, authorization: str, actor: str
+) -> dict[str, Any]:
+    """Delete the thread's Host-owned records once; keep a durable tombstone fact."""
+    if not authorization or len(authorization) > 256 or not authorization.isprintable():
+        raise error(
+            ErrorCode.USAGE,
+            "the authorization id is not a printable token",
+            path="--authorization",
+            expected="1-256 printable characters",
+        )
+    # The lease serializes retirement with any directive or runner on this thread;
+    # the transaction makes the destructive part happen exactly once.
+    host.leases.acquire(delivery_id, wait_s=30.0)
+    try:
+        return await _retire_locked(host, delivery_id, authorization, actor)
+    finally:
+        host.leases.release(delivery_id)
+
+
+async def _retire_locked(
+    host: LangGraphHost, delivery_id: str, authorization: str, actor: str
+) -> dict[str, Any]:
+    import json
+
+    with host.store.transaction() as cur:
+        known = cur.execute(
+            "SELECT authorization, fact FROM execsys_retirements WHERE delivery = ?",
+            (delivery_id,),
+        ).fetchone()
+        if known is not None:
+            if known[0] != authorization:
+                raise error(
+                    ErrorCode.RETIRE_AUTHORIZATION_CONFLICT,
+                    "the delivery was retired under another authorization",
+                    path=delivery_id,
+                    expected="the authorization it was retired with",
+                )
+            fact, performed = json.loads(known[1]), False
+        else:
+            fact, performed = _retire_rows(cur, delivery_id, authorization, actor), True
+    # Files after the durable fact: a crash here leaves only garbage that a retry
+    # with the same authorization removes (custody retirement is idempotent).
+    with contextlib.suppress(ExecsysError):
+        await asyncio.to_thread(host.custody.retire, delivery_id)  # type: ignore[arg-type]
+    return {**fact, "performed": performed}
+
+
+def _retire_rows(cur: Any, delivery_id: str, authorization: str, actor: str) -> dict[str, Any]:
+    import json
+
+    from contracts import digest_of
+
+    row = cur.execute(
+        "SELECT status, digest, graph_digest FROM execsys_deliveries WHERE delivery = ?",
+        (delivery_id,),
+    ).fetchone()
+    if row is None:
+        raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
+    status, digest, graph = row
+    if status not in {"completed", "failed", "cancelled", "stopped"}:
+        raise error(
+            ErrorCode.RETIRE_NOT_APPLICABLE,
+            f"the delivery is {status}",
+            path=delivery_id,
+            expected="a terminal or stopped delivery",
+        )
+    head = cur.execute(
+        "SELECT digest, ordinal FROM execsys_journal WHERE delivery = ? "
+        "ORDER BY ordinal DESC LIMIT 1",
+        (delivery_id,),
+    ).fetchone()
+    fact = {
+        "delivery": delivery_id,
+        "thread": delivery_id,
+        "digest": digest,
+        "graph": graph,
+        "status": status,
+        "authorization": authorization,
+        "actor": actor,
+        "journal": {"head": head[0] if head else None, "events": head[1] if head else 0},
+        "retired_at": time.time(),
+    }
+    fact["fact"] = digest_of({k: v for k, v in fact.items() if k != "retired_at"})
+    cur.execute("DELETE FROM checkpoints WHERE thread_id = ?", (delivery_id,))
+    cur.execute("DELETE FROM writes WHERE thread_id = ?", (delivery_id,))
+    cur.execute("DELETE FROM execsys_checkpoints WHERE delivery = ?", (delivery_id,))
+    cur.execute(
+        "DELETE FROM execsys_records WHERE digest IN (SELECT digest FROM execsys_record_refs "
+        "WHERE delivery = ?) AND digest NOT IN (SELECT digest FROM execsys_record_refs "
+        "WHERE delivery != ?)",
+        (delivery_id, delivery_id),
+    )
+    cur.execute("DELETE FROM execsys_record_refs WHERE delivery = ?", (delivery_id,))
+    cur.execute(
+        "INSERT INTO execsys_retirements (delivery, authorization, fact) VALUES (?, ?, ?)",
+        (delivery_id, authorization, json.dumps(fact, sort_keys=True)),
+    )
+    cur.execute(
+        "UPDATE execsys_deliveries SET status = 'retired', outcome = ?, updated = ? "
+        "WHERE delivery = ?",
+        (status, time.time(), delivery_id),
+    )
+    return fact
