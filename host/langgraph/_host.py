@@ -41,6 +41,19 @@ RECURSION_LIMIT = 1_000_000
 _HALTED = {"completed", "failed", "cancelled", "retired"}
 
 
+def first_input(delivery: AdmittedDelivery, head: str) -> dict[str, Any]:
+    """The input that starts a delivery's thread: its start node, scheduled once."""
+    start = delivery.graph.start
+    return {
+        "run": {"status": "running", "outcome": "", "message": "started"},
+        "visits": {start: 1},
+        "activations": {start: 1},
+        "pending": {start: {"activation": 1, "attempt": 1, "turn": 1, "predecessors": []}},
+        "wake": {start: {}},
+        "savepoint": {"head": head},
+    }
+
+
 class LangGraphHost:
     """Runs admitted deliveries on private LangGraph threads in one store."""
 
@@ -165,18 +178,7 @@ class LangGraphHost:
                         canonical_bytes(delivery.model_dump(mode="json")),
                     )
                     self.journals.create(cur, delivery, created_by)
-                start = delivery.graph.start
-                first = {
-                    "run": {"status": "running", "outcome": "", "message": "started"},
-                    "visits": {start: 1},
-                    "activations": {start: 1},
-                    "pending": {
-                        start: {"activation": 1, "attempt": 1, "turn": 1, "predecessors": []}
-                    },
-                    "wake": {start: {}},
-                    "savepoint": {"head": head},
-                }
-                await self._drive(delivery, first, token)
+                await self._drive(delivery, first_input(delivery, head), token)
             finally:
                 self.leases.release(did)
         return self.status(did)
@@ -343,7 +345,9 @@ class LangGraphHost:
         _, graphs = self.engine()
         graph, _ = graphs.get(delivery.graph)
         snapshot = await graph.aget_state(self._config(delivery))
-        return dict(snapshot.values or {}), bool(snapshot.next)
+        # 'tasks', not 'next': a task whose writes were saved before the crash is
+        # still pending although 'next' no longer lists it.
+        return dict(snapshot.values or {}), bool(snapshot.tasks)
 
     async def _values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
         values, _ = await self._snapshot(delivery)

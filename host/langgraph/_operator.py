@@ -218,6 +218,14 @@ async def _continue(
             path=did,
             expected="a delivery that has not ended",
         )
+    if host.store.latest_checkpoint(did) is None:
+        # Killed before its first checkpoint committed: start the thread again.
+        from host.langgraph._host import first_input
+
+        head = await asyncio.to_thread(host.custody.open, did, None)
+        clear_stop(host, did)
+        await host._drive(delivery, first_input(delivery, head), token)
+        return
     values, pending_tasks = await host._snapshot(delivery)
     await _reconcile_custody(host, delivery, values)
     clear_stop(host, did)

@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from contracts import ErrorCode, canonical_bytes, error
+from host.langgraph import _faults
 from host.langgraph._journal_book import JournalBook
 from host.langgraph._store import Store
 
@@ -132,6 +133,8 @@ class HostSaver(SqliteSaver):
                 self.store.index_checkpoint(
                     cur, thread_id, checkpoint["id"], detail.get("savepoint"), len(journal)
                 )
+            _faults.boundary("put", "before")
+        _faults.boundary("put", "after")
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -170,6 +173,8 @@ class HostSaver(SqliteSaver):
                     for idx, (channel, value) in enumerate(writes)
                 ],
             )
+            _faults.boundary("put_writes", "before")
+        _faults.boundary("put_writes", "after")
 
     def _fence(self, cur: Any, delivery: str) -> None:
         token = self.tokens.get(delivery)

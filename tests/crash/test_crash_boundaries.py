@@ -1,0 +1,286 @@
+"""SIGKILL a real runner at every write boundary; recovery must lose and repeat nothing.
+
+The scenario has an action-input (the planner asks), a parallel subset (a and
+c of a, b, c), a retry (a fails once), and a workflow wait (approve). Its three
+phases are three CLI processes: ``run`` (until the question), ``input`` (until
+the wait), ``resolve`` (until done). For each phase and each write boundary of
+that phase (before and after every checkpoint commit, and around the pending
+writes LangGraph stores), the phase's process is killed there, an operator
+issues ``recover continue``, and the rest of the scenario runs. Every time:
+
+* ``inspect`` reports no mismatch between checkpoint, journal and custody, and
+  ``journal verify`` passes, right after the crash and at the end;
+* the final journal equals an uncrashed run's in node states, transitions,
+  attempts and output digests;
+* a turn whose result was committed before the kill never runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+EXECSYS = str(Path(sys.executable).with_name("execsys"))
+PHASES = ("run", "input", "resolve")
+
+
+def _env(root: Path, fault: str = "") -> dict[str, str]:
+    env = {
+        **os.environ,
+        "EXECSYS_STORE": f"sqlite:///{root}/state.db",
+        "EXECSYS_TEST_LOG": str(root / "turns.log"),
+    }
+    env.pop("EXECSYS_FAULT_KILL_AT", None)
+    if fault:
+        env["EXECSYS_FAULT_KILL_AT"] = fault
+    return env
+
+
+def _cli(root: Path, *args: str, fault: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXECSYS, *args],
+        env=_env(root, fault),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=root,
+    )
+
+
+def _prepare(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "execsys.yaml").write_text(
+        "executors:\n"
+        f"  planner: {{command: [{sys.executable}, {HERE / 'agents' / 'steps.py'}, planner]}}\n"
+        f"  worker: {{command: [{sys.executable}, {HERE / 'agents' / 'steps.py'}, worker]}}\n"
+    )
+    shutil.copy(HERE / "spec.yaml", root / "spec.yaml")
+    (root / "input.json").write_text('{"topic": "crash"}')
+    (root / "answer.json").write_text('["a", "c"]')
+    (root / "approval.json").write_text('{"approved": true}')
+    (root / "authority.yaml").write_text("actors: {alice: [maintainer]}\napprover: alice\n")
+
+
+class _Api:
+    """The Host in this process, on the root's store (a fresh one each time)."""
+
+    def __init__(self, root: Path) -> None:
+        from execution_system._compose import open_runner
+
+        os.environ["EXECSYS_TEST_LOG"] = str(root / "turns.log")
+        self.runner = open_runner(f"sqlite:///{root}/state.db")
+        self.host: Any = self.runner.host
+
+    def __enter__(self) -> Any:
+        return self.host
+
+    def __exit__(self, *exc: object) -> None:
+        self.runner.close()
+
+
+def _delivery(root: Path) -> str:
+    with _Api(root) as host:
+        return str(host.deliveries()[0]["delivery"])
+
+
+def _phase(root: Path, phase: str, fault: str = "") -> subprocess.CompletedProcess[str]:
+    if phase == "run":
+        return _cli(
+            root,
+            "run",
+            "spec.yaml",
+            "--input",
+            "input.json",
+            "--authority",
+            "authority.yaml",
+            "--key",
+            "crash",
+            "--json",
+            fault=fault,
+        )
+    delivery = _delivery(root)
+    if phase == "input":
+        status = json.loads(_cli(root, "status", delivery, "--json").stdout)
+        correlation = status["suspension"]["correlation"]
+        return _cli(
+            root,
+            "input",
+            delivery,
+            "--correlation",
+            correlation,
+            "--response",
+            "answer.json",
+            "--json",
+            fault=fault,
+        )
+    return _cli(
+        root,
+        "resolve",
+        delivery,
+        "--node",
+        "approve",
+        "--actor",
+        "alice",
+        "--role",
+        "maintainer",
+        "--result",
+        "approval.json",
+        "--json",
+        fault=fault,
+    )
+
+
+EXPECTED_STOP = {"run": "suspended", "input": "waiting", "resolve": "completed"}
+
+
+def _journal(root: Path) -> list[tuple[Any, ...]]:
+    with _Api(root) as host:
+        lines = host.journal_lines(host.deliveries()[0]["delivery"])
+    events = []
+    for line in lines[1:]:
+        e = json.loads(line)
+        events.append(
+            (
+                e["node"],
+                e["activation"],
+                e["transition"],
+                e["result_state"],
+                (e.get("attempt") or {}).get("sequence"),
+                tuple(sorted((r["kind"], r["digest"]) for r in e.get("refs", []))),
+            )
+        )
+    return events
+
+
+def _check_agreement(root: Path) -> dict[str, Any]:
+    from host.journal import verify_lines
+
+    with _Api(root) as host:
+        delivery = host.deliveries()[0]["delivery"]
+        view = dict(host.inspect(delivery))
+        verdict = verify_lines(host.journal_lines(delivery))
+    assert view["mismatches"] == [], view["mismatches"]
+    assert verdict.ok, verdict
+    return view
+
+
+def _status(root: Path) -> str:
+    with _Api(root) as host:
+        return str(host.status(host.deliveries()[0]["delivery"]).status.value)
+
+
+def _finish(root: Path, start_phase: str) -> None:
+    for phase in PHASES[PHASES.index(start_phase) :]:
+        _in_process(root, phase)
+        assert _status(root) == EXPECTED_STOP[phase]
+
+
+def _in_process(root: Path, phase: str) -> None:
+    import asyncio
+
+    with _Api(root) as host:
+        delivery = host.deliveries()[0]["delivery"]
+        if phase == "input":
+            correlation = host.status(delivery).suspension.correlation
+            asyncio.run(host.answer(delivery, correlation, ["a", "c"]))
+        elif phase == "resolve":
+            asyncio.run(
+                host.resolve(delivery, "approve", "alice", "maintainer", {"approved": True})
+            )
+        else:
+            raise AssertionError(phase)
+
+
+STARTING = {"run": None, "input": "suspended", "resolve": "waiting"}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """An uncrashed run, and a store snapshot at the start of each phase."""
+    base = tmp_path_factory.mktemp("reference")
+    snapshots: dict[str, Path] = {}
+    root = base / "live"
+    _prepare(root)
+    for phase in PHASES:
+        snapshots[phase] = base / f"before-{phase}"
+        shutil.copytree(root, snapshots[phase], symlinks=True)
+        done = _phase(root, phase)
+        assert done.returncode == 0, done.stderr
+    return {
+        "journal": _journal(root),
+        "snapshots": snapshots,
+        "turns": (root / "turns.log").read_text().splitlines(),
+    }
+
+
+def _boundaries() -> list[tuple[str, str]]:
+    kinds = [(kind, phase) for kind in ("put", "put_writes") for phase in ("before", "after")]
+    return [(phase, f"{kind}:{{k}}:{when}") for phase in PHASES for kind, when in kinds]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize(("phase", "pattern"), _boundaries())
+def test_every_write_boundary(
+    reference: dict[str, Any], tmp_path: Path, phase: str, pattern: str
+) -> None:
+    killed = 0
+    for k in range(1, 60):
+        root = tmp_path / f"k{k}"
+        shutil.copytree(reference["snapshots"][phase], root, symlinks=True)
+        crashed = _phase(root, phase, fault=pattern.format(k=k))
+        if crashed.returncode != -9:
+            assert crashed.returncode == 0, crashed.stderr
+            break  # past the last boundary of this phase: the phase simply completed
+        killed += 1
+        assert "Traceback" not in crashed.stderr
+        # Startup dispatched nothing: checkpoint, journal and custody still agree.
+        _check_agreement(root)
+        if _status(root) == "completed":
+            # Killed after the last commit: nothing is left to recover.
+            recovered = None
+        else:
+            recovered = _cli(
+                root,
+                "recover",
+                _delivery(root),
+                "--directive",
+                "continue",
+                "--reason",
+                "crash test",
+                "--json",
+            )
+            assert recovered.returncode == 0, recovered.stderr
+        status = json.loads(recovered.stdout)["status"] if recovered else "completed"
+        _check_agreement(root)
+        if status == STARTING[phase]:
+            # The kill came before the operator's answer committed: it is simply
+            # not there, so the operator gives it again.
+            _in_process(root, phase)
+            status = _status(root)
+        assert status == EXPECTED_STOP[phase]
+        following = PHASES[PHASES.index(phase) + 1 :]
+        if following:
+            _finish(root, following[0])
+        final = _check_agreement(root)
+        assert final["status"] == "completed"
+        assert _journal(root) == reference["journal"]
+        turns = (root / "turns.log").read_text().splitlines()
+        repeated = [t for t, n in Counter(turns).items() if n > 1]
+        if pattern.startswith("put:") and pattern.endswith(":after"):
+            # The killed step had committed: nothing it did may run again.
+            assert repeated == [], repeated
+        else:
+            # Only the interrupted step's turns may repeat (they never committed).
+            assert len(repeated) <= 2, repeated
+    assert killed >= 1, "the fault never fired: the boundary pattern is wrong"
