@@ -134,6 +134,7 @@ MEANINGS: dict[str, str] = {
     "SAVEPOINT_UNKNOWN": "The named savepoint does not exist.",
     "STATE_MISMATCH": "Checkpoint, journal and custody disagree.",
     "STOP_NOT_APPLICABLE": "The delivery cannot be stopped in its current state.",
+    "STOP_REQUESTED": "An operator stopped the delivery; only a directive continues it.",
     "RETIRE_NOT_APPLICABLE": "The delivery is neither terminal nor stopped.",
     "RETIRE_AUTHORIZATION_CONFLICT": "The delivery was retired under another authorization.",
     # custody

@@ -12,6 +12,7 @@ graph serves every delivery of the same graph.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from host.langgraph._handlers import handle
 from host.langgraph._state import ThreadState
 
 CONTEXT_KEY = "__execsys_context"
+_DIGEST_MEMO = 64
 
 
 def _handler(node_id: str) -> Callable[[dict[str, Any], RunnableConfig], Awaitable[Any]]:
@@ -46,14 +48,26 @@ class GraphCache:
     def __init__(self, checkpointer: Any) -> None:
         self.checkpointer = checkpointer
         self._graphs: dict[str, tuple[Any, CompiledGraphInfo]] = {}
+        # Digesting a graph canonicalizes all of it (~0.5 ms at 35 nodes), and a run
+        # looks its graph up more than once: remember the digest of the last few graph
+        # objects. The entry holds the (frozen) graph itself, so its id is not reused.
+        self._digests: OrderedDict[int, tuple[ControlGraph, str]] = OrderedDict()
         self._lock = threading.Lock()
         self.compiles = 0
         """How many graphs were compiled (a benchmark checks it stays at one per graph)."""
 
     def get(self, graph: ControlGraph) -> tuple[Any, CompiledGraphInfo]:
         """The compiled graph and its facts for ``graph``, compiling on first use."""
-        key = graph_digest(graph)
         with self._lock:
+            known = self._digests.get(id(graph))
+            if known is not None and known[0] is graph:
+                key = known[1]
+                self._digests.move_to_end(id(graph))
+            else:
+                key = graph_digest(graph)
+                self._digests[id(graph)] = (graph, key)
+                while len(self._digests) > _DIGEST_MEMO:
+                    self._digests.popitem(last=False)
             found = self._graphs.get(key)
             if found is None:
                 found = (self._compile(graph), CompiledGraphInfo.of(graph))
