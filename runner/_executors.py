@@ -16,9 +16,9 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from contracts import CommandBinding, ErrorCode, ExecutorBinding, PythonBinding, ScriptedBinding
 from contracts._invocation import (
@@ -29,13 +29,26 @@ from contracts._invocation import (
     NeedsInput,
 )
 
-_RESULT: TypeAdapter[InvocationResult] = TypeAdapter(InvocationResult)
+# Discriminated on ``status``, so a malformed reply is reported against the shape it names.
+_RESULT: TypeAdapter[InvocationResult] = TypeAdapter(
+    Annotated[InvocationResult, Field(discriminator="status")]
+)
+_REAP_GRACE_S = 5.0
 
 
 def parse_result(value: Any) -> InvocationResult:
     """Validate an executor's reply; a malformed one is a protocol failure."""
     if isinstance(value, Completed | NeedsInput | Failed):
         value = value.model_dump(mode="json")
+    try:
+        # The Host digests what it commits (RFC 8785): NaN, sets, objects are refused here.
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return Failed(
+            reason="protocol-error",
+            code=ErrorCode.EXECUTOR_PROTOCOL_ERROR,
+            detail=f"reply is not plain JSON: {exc}"[:300],
+        )
     try:
         result = _RESULT.validate_python(value)
     except ValidationError as exc:
@@ -153,8 +166,8 @@ async def run_command(
     env = {**os.environ, **binding.env, "EXECSYS_CAPABILITY": capability}
     if workspace:
         env["EXECSYS_WORKSPACE"] = workspace
-    try:
-        process = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
             *argv,
             cwd=workspace or None,
             stdin=asyncio.subprocess.PIPE,
@@ -163,6 +176,17 @@ async def run_command(
             env=env,
             start_new_session=True,  # its own process group: a deadline kills all of it
         )
+    )
+    try:
+        process = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelled mid-start, asyncio would kill the leader alone and then wait for
+        # pipes its children still hold; let the start finish and kill the group.
+        with contextlib.suppress(Exception):
+            started = await spawn
+            _kill_group(started)
+            await _reap(started)
+        raise
     except OSError as exc:
         return Failed(
             reason="start-failed",
@@ -176,7 +200,7 @@ async def run_command(
         )
     except TimeoutError:
         _kill_group(process)
-        await process.wait()
+        await _reap(process)
         return Failed(
             reason="timeout",
             code=ErrorCode.EXECUTOR_TIMEOUT,
@@ -186,7 +210,7 @@ async def run_command(
     except asyncio.CancelledError:
         _kill_group(process)
         with contextlib.suppress(Exception):
-            await asyncio.shield(process.wait())
+            await asyncio.shield(_reap(process))
         raise
     code = await process.wait()
     if too_large:
@@ -204,29 +228,65 @@ async def _communicate(
     assert process.stdin is not None
     assert process.stdout is not None
     assert process.stderr is not None
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        process.stdin.write(data)
-        await process.stdin.drain()
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        process.stdin.close()
+    stdin = process.stdin
 
-    async def bounded(stream: asyncio.StreamReader) -> tuple[bytes, bool]:
+    async def feed() -> None:
+        # Concurrently with the readers: a child that writes before it has read
+        # all of a large request would otherwise block on a full pipe, and so
+        # would we.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(data)
+            await stdin.drain()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.close()
+
+    async def reply(stream: asyncio.StreamReader) -> tuple[bytes, bool]:
         chunks: list[bytes] = []
         size = 0
-        over = False
-        while True:
-            chunk = await stream.read(65536)
-            if not chunk:
-                return b"".join(chunks), over
+        while chunk := await stream.read(65536):
             size += len(chunk)
-            if size <= limit:
-                chunks.append(chunk)
-            elif not over:
-                over = True
+            if size > limit:
+                # Past the bound the reply is void: stop the group now, then read to EOF.
                 _kill_group(process)
+                await _drain(stream)
+                return b"", True
+            chunks.append(chunk)
+        return b"".join(chunks), False
 
-    (out, over), (err, _) = await asyncio.gather(bounded(process.stdout), bounded(process.stderr))
+    async def log(stream: asyncio.StreamReader) -> bytes:
+        # Diagnostics only: keep the last ``limit`` bytes, where the cause usually is.
+        kept = bytearray()
+        while chunk := await stream.read(65536):
+            kept += chunk
+            del kept[:-limit]
+        return bytes(kept)
+
+    _, (out, over), err = await asyncio.gather(feed(), reply(process.stdout), log(process.stderr))
     return out, err, over
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """After the group is killed: read the pipes to EOF so the process can be waited for.
+
+    Unread output pauses a pipe, and asyncio only reports the exit once every pipe
+    has closed; a descendant that left the group may hold them open, so the wait is
+    bounded and then abandoned rather than stalling the Host.
+    """
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        process.stdin.close()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(
+            asyncio.gather(_drain(process.stdout), _drain(process.stderr), process.wait()),
+            timeout=_REAP_GRACE_S,
+        )
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
