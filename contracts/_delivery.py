@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -92,22 +93,22 @@ class AdmittedDelivery(_Frozen):
         """The JSON document whose RFC 8785 bytes identify this delivery."""
         return self.model_dump(mode="json", exclude_none=True)
 
-    @property
+    @cached_property
     def digest(self) -> Digest:
         """SHA-256 of the canonical JSON of the whole delivery."""
         return digest_of(self.canonical())
 
-    @property
+    @cached_property
     def graph_digest(self) -> Digest:
         """SHA-256 of the canonical JSON of the graph alone (the compile-cache key)."""
         return graph_digest(self.graph)
 
-    @property
+    @cached_property
     def authority_digest(self) -> Digest:
         """SHA-256 of the canonical JSON of the authority policy."""
         return digest_of(self.authority.model_dump(mode="json", exclude_none=True))
 
-    @property
+    @cached_property
     def delivery_id(self) -> DeliveryId:
         """A short, stable id derived from the digest."""
         return DeliveryId("d-" + self.digest.removeprefix("sha256:")[:24])

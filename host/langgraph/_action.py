@@ -18,7 +18,10 @@ from typing import Any
 
 from contracts import (
     ActionNode,
+    Custody,
     CustodyPreview,
+    CustodyVerdict,
+    DeliveryId,
     ErrorCode,
     ExecsysError,
     ExecutionSite,
@@ -112,8 +115,9 @@ async def run_action_turn(
         invocation=invocation,
         attempt=attempt,
     )
-    capability = await asyncio.to_thread(
-        ctx.custody.issue, exec_site, node.workspace, tuple(node.paths or ()), CAPABILITY_TTL_S
+    # Signing reads the head and computes one HMAC: cheap enough for the event loop.
+    capability = ctx.custody.issue(
+        exec_site, node.workspace, tuple(node.paths or ()), CAPABILITY_TTL_S
     )
     request = InvocationRequest(
         delivery=ctx.delivery_id,
@@ -299,7 +303,11 @@ async def _commit(
         artifacts=result.artifacts,
     )
     try:
-        verdict = await asyncio.to_thread(ctx.custody.validate, preview)
+        # One trip to a worker thread: validation hashes the workspace, and an accepted
+        # verdict is advanced right away, before the checkpoint commits.
+        verdict, advanced = await asyncio.to_thread(
+            _validate_and_advance, ctx.custody, preview, ctx.delivery_id
+        )
     except Exception as exc:  # custody state unknown: never guess
         writer.intervention(f"custody could not validate '{node_id}': {type(exc).__name__}")
         return
@@ -311,13 +319,25 @@ async def _commit(
                 writer, site, code, f"custody refused{where}: {verdict.message}", node.on_failure
             )
         return
-    try:
-        await asyncio.to_thread(ctx.custody.advance, ctx.delivery_id, verdict.savepoint)
-    except Exception as exc:
-        writer.intervention(f"custody could not advance for '{node_id}': {type(exc).__name__}")
+    if advanced is not None:
+        writer.intervention(f"custody could not advance for '{node_id}': {advanced}")
         return
     writer.put("savepoint", "head", verdict.savepoint)
     commit_outputs(writer, site, output, successors=successors)
+
+
+def _validate_and_advance(
+    custody: Custody, preview: CustodyPreview, delivery: DeliveryId
+) -> tuple[CustodyVerdict, str | None]:
+    """Validate; if accepted, advance. Returns the verdict and an advance failure, if any."""
+    verdict = custody.validate(preview)
+    if not verdict.accepted or verdict.savepoint is None:
+        return verdict, None
+    try:
+        custody.advance(delivery, verdict.savepoint)
+    except Exception as exc:  # reported as an intervention by the caller
+        return verdict, type(exc).__name__
+    return verdict, None
 
 
 async def _restore_or_intervene(writer: StepWriter, savepoint: SavepointId) -> bool:

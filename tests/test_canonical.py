@@ -1,0 +1,41 @@
+"""The fast canonical encoder is byte-identical to the RFC 8785 reference encoder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contracts import canonical_bytes
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_fast_and_reference_encoders_agree(value: Any) -> None:
+    try:
+        expected = rfc8785.dumps(value)
+    except (rfc8785.IntegerDomainError, rfc8785.FloatDomainError):
+        return
+    assert canonical_bytes(value) == expected
+
+
+def test_non_ascii_member_names_keep_utf16_order() -> None:
+    value = {"\U0001f600": 1, "\uff61": 2, "a": 3}
+    assert canonical_bytes(value) == rfc8785.dumps(value)
