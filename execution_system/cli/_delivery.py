@@ -172,14 +172,18 @@ def _inspect(args: argparse.Namespace) -> int:
         emit(f"  {report['message']}")
     if "retirement" in report:
         fact = report["retirement"] or {}
-        emit(f"  retired under authorization {fact.get('authorization')}; journal head "
-             f"{(fact.get('journal') or {}).get('head')} "
-             f"({(fact.get('journal') or {}).get('events')} events)")
+        emit(
+            f"  retired under authorization {fact.get('authorization')}; journal head "
+            f"{(fact.get('journal') or {}).get('head')} "
+            f"({(fact.get('journal') or {}).get('events')} events)"
+        )
         return 0
     emit(f"  checkpoint {report['checkpoint']}")
     emit(f"  journal    {report['journal']['events']} events, head {report['journal']['head']}")
-    emit(f"  custody    checkpoint expects {report['custody']['savepoint']}, "
-         f"custody head is {report['custody'].get('head')}")
+    emit(
+        f"  custody    checkpoint expects {report['custody']['savepoint']}, "
+        f"custody head is {report['custody'].get('head')}"
+    )
     for problem in report.get("mismatches", []):
         emit(f"  MISMATCH   {problem}")
     emit("  nodes:")
