@@ -56,6 +56,8 @@ class CapabilityClaims(_Frozen):
     """``read``: the tree must stay unchanged; ``write``: changes inside ``paths``."""
     paths: tuple[str, ...] = ()
     """Relative path prefixes a write capability may change (empty: anywhere)."""
+    protected: tuple[str, ...] = ()
+    """Relative path prefixes no capability may change, whatever ``paths`` allows."""
     base_savepoint: SavepointId
     """The savepoint the workspace held when the capability was issued."""
     issued_at: float
@@ -176,6 +178,8 @@ class Custody(Protocol):
         mode: WorkspaceMode,
         paths: tuple[str, ...] = (),
         ttl_s: float = 3600.0,
+        *,
+        protected: tuple[str, ...] = (),
     ) -> SignedCapability:
         """Sign a capability for ``site`` based on the current head savepoint."""
         ...

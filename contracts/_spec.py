@@ -95,8 +95,10 @@ class ActionNode(_Step):
     """Workspace access granted to the executor by its capability."""
     paths: tuple[str, ...] | None = None
     """With ``workspace: write``: the relative path prefixes it may change."""
+    protect: tuple[str, ...] = ()
+    """Relative path prefixes the action may never change (e.g. the tests that judge it)."""
 
-    @field_validator("paths")
+    @field_validator("paths", "protect")
     @classmethod
     def _relative_prefixes(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if value is None:

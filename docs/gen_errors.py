@@ -147,6 +147,7 @@ MEANINGS: dict[str, str] = {
     "CAPABILITY_REPLAYED": "The capability was already used.",
     "CAPABILITY_STALE_BASE": "The workspace moved on since the capability was issued.",
     "CUSTODY_WRITE_UNDER_READ": "A read-only action changed the workspace.",
+    "CUSTODY_PROTECTED_PATH": "A step changed a path its capability protects (e.g. the tests).",
     "CUSTODY_WRITE_OUTSIDE_PATHS": "A write touched a path outside the allowed prefixes.",
     "CUSTODY_SYMLINK_ESCAPE": "A symlink points outside the workspace.",
     "CUSTODY_SPECIAL_FILE": "The workspace holds a device, socket or FIFO.",

@@ -274,6 +274,8 @@ class FileCustody:
         mode: WorkspaceMode,
         paths: tuple[str, ...] = (),
         ttl_s: float = 3600.0,
+        *,
+        protected: tuple[str, ...] = (),
     ) -> SignedCapability:
         """Sign a capability for ``site`` based on the current head savepoint.
 
@@ -284,6 +286,7 @@ class FileCustody:
             raise ValueError("ttl_s must be a positive number of seconds")
         try:
             prefixes = tuple(check_relative_path(p.rstrip("/")) for p in paths)
+            guarded = tuple(check_relative_path(p.rstrip("/")) for p in protected)
         except Refusal as refusal:
             _raise(refusal)
         head = self.head(site.delivery)
@@ -292,6 +295,7 @@ class FileCustody:
             site=site,
             mode=mode,
             paths=prefixes,
+            protected=guarded,
             base_savepoint=head,
             issued_at=now,
             expires_at=now + ttl_s,
@@ -494,6 +498,13 @@ def _check_changes(claims: CapabilityClaims, changed: list[str]) -> None:
             ErrorCode.CUSTODY_WRITE_UNDER_READ,
             changed[0],
             f"a read capability allows no change; {len(changed)} path(s) changed",
+        )
+    guarded = [path for path in changed if claims.protected and within(path, claims.protected)]
+    if guarded:
+        raise Refusal(
+            ErrorCode.CUSTODY_PROTECTED_PATH,
+            guarded[0],
+            f"{len(guarded)} changed path(s) under protected {list(claims.protected)}",
         )
     outside = [path for path in changed if not within(path, claims.paths)]
     if outside:

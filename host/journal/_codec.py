@@ -24,7 +24,19 @@ from pydantic import ValidationError
 
 from contracts._errors import ErrorCode, ExecsysError, error
 from contracts._ids import Digest
-from contracts._journal import JournalEvent, JournalHeader
+from contracts._journal import (
+    ActivationRef,
+    Actor,
+    ActorKind,
+    Approval,
+    AttemptRef,
+    ErrorInfo,
+    JournalEvent,
+    JournalHeader,
+    NodeState,
+    RecordRef,
+    Transition,
+)
 
 JournalRecord = JournalHeader | JournalEvent
 """Either record type."""
@@ -75,8 +87,109 @@ def sha256_digest(data: bytes) -> Digest:
     return Digest("sha256:" + hashlib.sha256(data).hexdigest())
 
 
+# --- fast field builders ----------------------------------------------------------
+#
+# ``model_dump(mode="json")`` walks pydantic's serializer for every record; the
+# journal dumps each event it appends, so these explicit builders produce the
+# very same dicts (enum members become their values, tuples become lists,
+# every field is present, nulls included) at a fraction of the cost. The test
+# suite checks ``event_fields(e) == e.model_dump(mode="json")`` on generated
+# events; a field added to a record must be added here too (the same test fails
+# otherwise, because the member sets differ).
+
+#: Enum member -> its JSON value (a dict lookup is cheaper than ``.value``).
+ENUM_VALUES: dict[object, str] = {
+    member: member.value for enum in (NodeState, Transition, ActorKind) for member in enum
+}
+
+
+def ref_fields(ref: RecordRef) -> dict[str, Any]:
+    """``model_dump(mode="json")`` of a :class:`RecordRef`."""
+    return {"kind": ref.kind, "id": ref.id, "digest": ref.digest}
+
+
+def actor_fields(actor: Actor) -> dict[str, Any]:
+    """``model_dump(mode="json")`` of an :class:`Actor`."""
+    return {"id": actor.id, "kind": ENUM_VALUES[actor.kind], "role": actor.role}
+
+
+def attempt_fields(attempt: AttemptRef | None) -> dict[str, Any] | None:
+    """``model_dump(mode="json")`` of an optional :class:`AttemptRef`."""
+    if attempt is None:
+        return None
+    return {"id": attempt.id, "sequence": attempt.sequence}
+
+
+def approval_fields(approval: Approval) -> dict[str, Any]:
+    """``model_dump(mode="json")`` of an :class:`Approval`."""
+    return {
+        "actor": approval.actor,
+        "kind": ENUM_VALUES[approval.kind],
+        "role": approval.role,
+        "record": ref_fields(approval.record),
+    }
+
+
+def error_fields(info: ErrorInfo | None) -> dict[str, Any] | None:
+    """``model_dump(mode="json")`` of an optional :class:`ErrorInfo`."""
+    if info is None:
+        return None
+    return {"code": info.code, "message": info.message}
+
+
+def activation_fields(ref: ActivationRef) -> dict[str, Any]:
+    """``model_dump(mode="json")`` of an :class:`ActivationRef`."""
+    return {"node": ref.node, "activation": ref.activation}
+
+
+def event_fields(event: JournalEvent) -> dict[str, Any]:
+    """Return exactly ``event.model_dump(mode="json")``, built field by field."""
+    authorization = event.authorization
+    batch = event.batch
+    invalidation = event.invalidation
+    successor = event.successor
+    return {
+        "record": event.record,
+        "execution": event.execution,
+        "ordinal": event.ordinal,
+        "prior": event.prior,
+        "request": event.request,
+        "request_digest": event.request_digest,
+        "node": event.node,
+        "activation": event.activation,
+        "prior_state": ENUM_VALUES[event.prior_state],
+        "result_state": ENUM_VALUES[event.result_state],
+        "transition": ENUM_VALUES[event.transition],
+        "actor": actor_fields(event.actor),
+        "time": event.time,
+        "rationale": event.rationale,
+        "attempt": attempt_fields(event.attempt),
+        "refs": [ref_fields(ref) for ref in event.refs],
+        "authorization": None if authorization is None else ref_fields(authorization),
+        "approvals": [approval_fields(approval) for approval in event.approvals],
+        "error": error_fields(event.error),
+        "predecessors": [activation_fields(ref) for ref in event.predecessors],
+        "batch": None if batch is None else {"index": batch.index, "size": batch.size},
+        "invalidation": (
+            None
+            if invalidation is None
+            else {"source": ref_fields(invalidation.source), "policy": invalidation.policy}
+        ),
+        "successor": (
+            None
+            if successor is None
+            else {"execution": successor.execution, "header": successor.header}
+        ),
+    }
+
+
 def record_fields(record: JournalRecord) -> dict[str, Any]:
-    """Return the JSON-native fields of ``record`` (every field, nulls included)."""
+    """Return the JSON-native fields of ``record`` (every field, nulls included).
+
+    Equal to ``record.model_dump(mode="json")``; events take the fast builder.
+    """
+    if type(record) is JournalEvent:
+        return event_fields(record)
     return record.model_dump(mode="json")
 
 
@@ -85,11 +198,17 @@ def record_digest(record: JournalRecord) -> Digest:
     return sha256_digest(dumps_canonical(record_fields(record)))
 
 
+def encode_record_with_digest(record: JournalRecord) -> tuple[Digest, bytes]:
+    """Return ``(record_digest(record), encode_record(record))``, dumping the fields once."""
+    fields = record_fields(record)
+    digest = sha256_digest(dumps_canonical(fields))
+    fields[DIGEST_KEY] = digest
+    return digest, dumps_canonical(fields)
+
+
 def encode_record(record: JournalRecord) -> bytes:
     """Return the stored line of ``record`` (canonical JSON with ``digest``; no newline)."""
-    fields = record_fields(record)
-    fields[DIGEST_KEY] = sha256_digest(dumps_canonical(fields))
-    return dumps_canonical(fields)
+    return encode_record_with_digest(record)[1]
 
 
 def at(position: int) -> str:

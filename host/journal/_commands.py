@@ -28,7 +28,17 @@ from contracts._journal import (
     Token,
     Transition,
 )
-from host.journal._codec import dumps_canonical, sha256_digest
+from host.journal._codec import (
+    ENUM_VALUES,
+    activation_fields,
+    actor_fields,
+    approval_fields,
+    attempt_fields,
+    dumps_canonical,
+    error_fields,
+    ref_fields,
+    sha256_digest,
+)
 
 #: Fields that belong to the resulting record or to the moment of asking, not to the request.
 _NOT_REQUEST_CONTENT = frozenset({"request", "expected_head", "at"})
@@ -48,11 +58,15 @@ class _Command(BaseModel):
     rationale: str = Field(default="", max_length=4096)
     """Free-text reason."""
 
-    def request_digest(self) -> Digest:
-        """Digest of the stable request content (command kind + fields, minus time/head/id)."""
+    def request_content(self) -> dict[str, Any]:
+        """The stable request content: command kind + fields, minus time/head/id."""
         content: dict[str, Any] = self.model_dump(mode="json", exclude=set(_NOT_REQUEST_CONTENT))
         content["command"] = type(self).__name__
-        return sha256_digest(dumps_canonical(content))
+        return content
+
+    def request_digest(self) -> Digest:
+        """Digest of the stable request content (command kind + fields, minus time/head/id)."""
+        return sha256_digest(dumps_canonical(self.request_content()))
 
 
 class AppendCommand(_Command):
@@ -78,6 +92,27 @@ class AppendCommand(_Command):
     """Why work failed or blocked."""
     predecessors: tuple[ActivationRef, ...] = ()
     """For dependencies-satisfied: the completed activations that made this one ready."""
+
+    def request_content(self) -> dict[str, Any]:
+        """Same dict as the generic ``model_dump`` version, built field by field (hot path)."""
+        if type(self) is not AppendCommand:
+            return super().request_content()
+        authorization = self.authorization
+        return {
+            "actor": actor_fields(self.actor),
+            "rationale": self.rationale,
+            "node": self.node,
+            "activation": self.activation,
+            "expected_state": ENUM_VALUES[self.expected_state],
+            "transition": ENUM_VALUES[self.transition],
+            "attempt": attempt_fields(self.attempt),
+            "refs": [ref_fields(ref) for ref in self.refs],
+            "authorization": None if authorization is None else ref_fields(authorization),
+            "approvals": [approval_fields(approval) for approval in self.approvals],
+            "error": error_fields(self.error),
+            "predecessors": [activation_fields(ref) for ref in self.predecessors],
+            "command": "AppendCommand",
+        }
 
 
 class InvalidateCommand(_Command):

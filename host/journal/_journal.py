@@ -9,6 +9,7 @@ restart with :meth:`Journal.rehydrate`, which replays every rule.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from contracts._delivery import AuthorityPolicy
@@ -25,7 +26,7 @@ from contracts._journal import (
     next_state,
 )
 from host.journal._chain import ChainCheck
-from host.journal._codec import at, record_digest
+from host.journal._codec import at, encode_record_with_digest, record_digest
 from host.journal._commands import AppendCommand, BindSuccessorCommand, InvalidateCommand
 from host.journal._projection import Projection, project
 from host.journal._rules import check_event
@@ -35,12 +36,20 @@ from host.journal._state import Key, ReplayState, SourceResolver, authority_dige
 class Journal:
     """One execution's transition journal (in memory; the caller persists)."""
 
-    __slots__ = ("_events", "_state")
+    __slots__ = ("_events", "_lines", "_state", "_time")
+
+    #: How many of the latest appended events keep their encoded line for the writer.
+    KEEP_LINES = 256
 
     def __init__(self, state: ReplayState, events: list[JournalEvent]) -> None:
         # Private: use create() or rehydrate(), which establish the invariants.
         self._state = state
         self._events = events
+        # ordinal -> (digest, stored line) of recently appended events, computed once
+        # by the append and handed to the writer (bounded: see _keep).
+        self._lines: dict[int, tuple[Digest, bytes]] = {}
+        # The last (instant, spelling) formatted: one step's commands share one time.
+        self._time: tuple[datetime, str] | None = None
 
     @classmethod
     def create(
@@ -102,6 +111,21 @@ class Journal:
     def __len__(self) -> int:
         return len(self._events)
 
+    def events_since(self, count: int) -> list[JournalEvent]:
+        """The events after the first ``count`` ones (no copy of the whole journal)."""
+        return self._events[count:]
+
+    def encoded(self, event: JournalEvent) -> tuple[Digest, bytes]:
+        """Return ``(record_digest(event), encode_record(event))`` for an event.
+
+        Events this journal appended recently return the values the append
+        already computed; any other event is encoded again (the same bytes).
+        """
+        kept = self._lines.get(event.ordinal)
+        if kept is not None and self._events[event.ordinal - 1] is event:
+            return kept
+        return encode_record_with_digest(event)
+
     def projection(self) -> Projection:
         """Current states and attempt history, derived from the replayed events."""
         return project(self._state)
@@ -112,7 +136,8 @@ class Journal:
         Repeating a request (same id, same content) returns the event already
         recorded and appends nothing.
         """
-        known = self._known_request(command.request, command.request_digest())
+        request_digest = command.request_digest()
+        known = self._known_request(command.request, request_digest)
         if known:
             return known[0]
         self._check_head(command.expected_head)
@@ -128,7 +153,7 @@ class Journal:
             ordinal=state.count + 1,
             prior=state.head,
             request=command.request,
-            request_digest=command.request_digest(),
+            request_digest=request_digest,
             node=command.node,
             activation=command.activation,
             prior_state=command.expected_state,
@@ -136,7 +161,7 @@ class Journal:
             or command.expected_state,
             transition=command.transition,
             actor=command.actor,
-            time=format_time(command.at),
+            time=self._format_time(command.at),
             rationale=command.rationale,
             attempt=command.attempt,
             refs=command.refs,
@@ -146,8 +171,10 @@ class Journal:
             predecessors=command.predecessors,
         )
         check_event(state, event)
-        state.apply(event, record_digest(event))
+        encoded = encode_record_with_digest(event)
+        state.apply(event, encoded[0])
         self._events.append(event)
+        self._keep(event.ordinal, encoded)
         return event
 
     def invalidate(
@@ -233,7 +260,7 @@ class Journal:
         # Built on a copy so a refusal midway leaves the journal untouched.
         trial = self._state.clone()
         trial.resolver = resolver
-        made: list[JournalEvent] = []
+        made: list[tuple[JournalEvent, tuple[Digest, bytes]]] = []
         for index, key in enumerate(keys, start=1):
             prior = trial.state_of(key)
             event = JournalEvent(
@@ -248,18 +275,33 @@ class Journal:
                 result_state=next_state(prior, transition) or prior,
                 transition=transition,
                 actor=command.actor,
-                time=format_time(command.at),
+                time=self._format_time(command.at),
                 rationale=command.rationale,
                 batch=Batch(index=index, size=len(keys)),
                 **extra,
             )
             check_event(trial, event)
-            trial.apply(event, record_digest(event))
-            made.append(event)
+            encoded = encode_record_with_digest(event)
+            trial.apply(event, encoded[0])
+            made.append((event, encoded))
         trial.resolver = self._state.resolver
         self._state = trial
-        self._events.extend(made)
-        return tuple(made)
+        for event, encoded in made:
+            self._events.append(event)
+            self._keep(event.ordinal, encoded)
+        return tuple(event for event, _ in made)
+
+    def _keep(self, ordinal: int, encoded: tuple[Digest, bytes]) -> None:
+        self._lines[ordinal] = encoded
+        self._lines.pop(ordinal - self.KEEP_LINES, None)
+
+    def _format_time(self, moment: datetime) -> str:
+        last = self._time
+        if last is not None and last[0] is moment:
+            return last[1]
+        spelled = format_time(moment)
+        self._time = (moment, spelled)
+        return spelled
 
     def _known_request(self, request: str, digest: Digest) -> tuple[JournalEvent, ...]:
         known = self._state.requests.get(request)

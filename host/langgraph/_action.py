@@ -117,7 +117,11 @@ async def run_action_turn(
     )
     # Signing reads the head and computes one HMAC: cheap enough for the event loop.
     capability = ctx.custody.issue(
-        exec_site, node.workspace, tuple(node.paths or ()), CAPABILITY_TTL_S
+        exec_site,
+        node.workspace,
+        tuple(node.paths or ()),
+        CAPABILITY_TTL_S,
+        protected=tuple(node.protect),
     )
     request = InvocationRequest(
         delivery=ctx.delivery_id,

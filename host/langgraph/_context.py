@@ -33,11 +33,51 @@ class CompiledGraphInfo:
     graph: ControlGraph
     regions: dict[str, Region]
     """Node -> the branch region it belongs to."""
+    back_edges: frozenset[tuple[str, str]] = frozenset()
+    """Edges that close a cycle (DFS from start): taking one starts a new round."""
+    _downstream: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, graph: ControlGraph) -> CompiledGraphInfo:
         """Compute the facts for ``graph``."""
-        return cls(graph=graph, regions=region_index(graph))
+        return cls(graph=graph, regions=region_index(graph), back_edges=_back_edges(graph))
+
+    def downstream(self, node: str) -> frozenset[str]:
+        """Every node reachable from ``node`` (itself included when on a cycle)."""
+        found = self._downstream.get(node)
+        if found is None:
+            seen: set[str] = set()
+            stack = list(self.graph.successors(node))
+            while stack:
+                current = stack.pop()
+                if current in seen:
+                    continue
+                seen.add(current)
+                stack.extend(self.graph.successors(current))
+            found = frozenset(seen)
+            self._downstream[node] = found
+        return found
+
+
+def _back_edges(graph: ControlGraph) -> frozenset[tuple[str, str]]:
+    """Edges u -> v where v is on the DFS path to u (iterative: graphs can be deep)."""
+    found: set[tuple[str, str]] = set()
+    on_path: set[str] = {graph.start}
+    done: set[str] = set()
+    work = [(graph.start, iter(graph.successors(graph.start)))]
+    while work:
+        node, children = work[-1]
+        child = next(children, None)
+        if child is None:
+            work.pop()
+            on_path.discard(node)
+            done.add(node)
+        elif child in on_path:
+            found.add((node, child))
+        elif child not in done and child in graph.nodes:
+            on_path.add(child)
+            work.append((child, iter(graph.successors(child))))
+    return frozenset(found)
 
 
 @dataclass
@@ -167,6 +207,12 @@ class StepWriter:
             self.ctx.stop_reason = self.ctx.stop_reason or "terminal"
             self.ctx.stop.set()
         activation, visit = self.next_activation(target)
+        if (predecessor[0], target) in self.ctx.info.back_edges:
+            # Taking a loop's back edge starts a new round: whatever this node and every
+            # node after it produced in the earlier round is no longer current.
+            outputs = self.state.get("outputs") or {}
+            for stale in (self.ctx.info.downstream(target) | {target}) & set(outputs):
+                self.put("outputs", stale, None)
         self.put(
             "pending",
             target,

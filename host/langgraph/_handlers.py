@@ -26,6 +26,7 @@ from contracts import (
     WaitNode,
     error,
 )
+from host._operations import OperationContext
 from host._selection import check_selection
 from host._validate import route_target, validate_outputs
 from host.langgraph._action import run_action_turn
@@ -245,7 +246,13 @@ def _operation(writer: StepWriter, node_id: str, node: OperationNode, site: dict
         return
     try:
         inputs = materialize(writer.ctx, writer.state, node_id, node.inputs)
-        raw = writer.ctx.operations[node.operation](inputs)
+        context = OperationContext(
+            delivery=writer.ctx.delivery_id,
+            node=node_id,
+            activation=int(site["activation"]),
+            visits=dict(writer.state.get("visits") or {}),
+        )
+        raw = writer.ctx.operations[node.operation](inputs, context)
         output = validate_outputs(node_id, node.outputs, raw)
         successors = successors_of(node_id, node, output)
     except ExecsysError as exc:

@@ -19,10 +19,7 @@ from contracts._journal import (
     ActivationRef,
     Actor,
     ActorKind,
-    Approval,
     ApprovalRequirement,
-    AttemptRef,
-    ErrorInfo,
     JournalEvent,
     JournalHeader,
     NodeDecl,
@@ -38,9 +35,8 @@ from host.journal import (
     Journal,
     authority_digest,
     decode_line,
-    encode_record,
 )
-from host.journal._codec import record_digest
+from host.journal._codec import encode_record_with_digest
 from host.langgraph._store import Store
 
 
@@ -112,9 +108,8 @@ class JournalBook:
         self.register(delivery)
         header = build_header(delivery, created_by)
         journal = Journal.create(header, delivery.authority)
-        self.store.put_journal_line(
-            cur, delivery.delivery_id, 0, record_digest(header), encode_record(header)
-        )
+        digest, line = encode_record_with_digest(header)
+        self.store.put_journal_line(cur, delivery.delivery_id, 0, digest, line)
         self._journals[delivery.delivery_id] = journal
 
     def journal(self, delivery_id: str, cur: sqlite3.Cursor | None = None) -> Journal:
@@ -143,8 +138,15 @@ class JournalBook:
         """Drop the cached journal (after a rolled-back transaction)."""
         self._journals.pop(delivery_id, None)
 
-    def append(self, cur: sqlite3.Cursor, delivery_id: str, drafts: list[dict[str, Any]]) -> None:
-        """Chain a step's drafts onto the journal and write them with ``cur``."""
+    def append(
+        self, cur: sqlite3.Cursor, delivery_id: str, drafts: list[dict[str, Any]]
+    ) -> Journal:
+        """Chain a step's drafts onto the journal, write them with ``cur``; return the journal.
+
+        Each line and digest is the one the journal computed while appending (no
+        second encoding); every write goes through ``cur``, inside the caller's
+        transaction.
+        """
         journal = self.journal(delivery_id, cur)
         before = len(journal)
         try:
@@ -156,55 +158,69 @@ class JournalBook:
                     )
                 else:
                     journal.append(_command(draft, journal.head, now))
-            for event in journal.events[before:]:
-                self.store.put_journal_line(
-                    cur, delivery_id, event.ordinal, record_digest(event), encode_record(event)
-                )
+            for event in journal.events_since(before):
+                digest, line = journal.encoded(event)
+                self.store.put_journal_line(cur, delivery_id, event.ordinal, digest, line)
         except BaseException:
             # The transaction rolls back: the in-memory journal must not stay ahead of it.
             self.forget(delivery_id)
             raise
+        return journal
 
 
 def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
+    # One validation call for the whole command: nested values go in as plain
+    # data, so pydantic checks them in the same pass (the draft is caller data
+    # and is validated in full; only the per-model round trips are saved).
     attempt = draft.get("attempt")
     actor = draft.get("actor") or {}
     kind = ActorKind(actor.get("kind", "automation"))
-    return AppendCommand(
-        request=draft["request"],
-        expected_head=Digest(head),
-        actor=Actor(
-            id=actor.get("id", "host"),
-            kind=kind,
-            role=actor.get("role") if kind is ActorKind.HUMAN else None,
-        ),
-        at=now,
-        rationale=draft.get("rationale", ""),
-        node=draft["node"],
-        activation=int(draft["activation"]),
-        expected_state=NodeState(draft["prior"]),
-        transition=Transition(draft["transition"]),
-        attempt=(
-            AttemptRef(id=f"{draft['node']}#{draft['activation']}.{attempt}", sequence=attempt)
-            if attempt is not None
-            else None
-        ),
-        refs=tuple(RecordRef(**ref) for ref in draft.get("refs") or ()),
-        approvals=tuple(
-            Approval(
-                actor=a["actor"],
-                kind=ActorKind.HUMAN,
-                role=a["role"],
-                record=RecordRef(**a["record"]),
-            )
-            for a in draft.get("approvals") or ()
-        ),
-        error=ErrorInfo(**draft["error"]) if draft.get("error") else None,
-        authorization=RecordRef(**draft["authorization"]) if draft.get("authorization") else None,
-        predecessors=tuple(
-            ActivationRef(node=p[0], activation=int(p[1])) for p in draft.get("predecessors") or ()
-        ),
+    error = draft.get("error")
+    authorization = draft.get("authorization")
+    return AppendCommand.model_validate(
+        {
+            "request": draft["request"],
+            "expected_head": Digest(head),
+            "actor": {
+                "id": actor.get("id", "host"),
+                "kind": kind,
+                "role": actor.get("role") if kind is ActorKind.HUMAN else None,
+            },
+            "at": now,
+            "rationale": draft.get("rationale", ""),
+            "node": draft["node"],
+            "activation": int(draft["activation"]),
+            "expected_state": NodeState(draft["prior"]),
+            "transition": Transition(draft["transition"]),
+            "attempt": (
+                {"id": f"{draft['node']}#{draft['activation']}.{attempt}", "sequence": attempt}
+                if attempt is not None
+                else None
+            ),
+            "refs": tuple(_plain(ref) for ref in draft.get("refs") or ()),
+            "approvals": tuple(
+                {
+                    "actor": a["actor"],
+                    "kind": ActorKind.HUMAN,
+                    "role": a["role"],
+                    "record": _plain(a["record"]),
+                }
+                for a in draft.get("approvals") or ()
+            ),
+            "error": _plain(error) if error else None,
+            "authorization": _plain(authorization) if authorization else None,
+            "predecessors": tuple(
+                {"node": p[0], "activation": int(p[1])} for p in draft.get("predecessors") or ()
+            ),
+        }
     )
+
+
+def _plain(fields: dict[str, Any]) -> dict[str, Any]:
+    """A copy of keyword-style fields, refused as ``Model(**fields)`` would refuse them."""
+    if not all(type(key) is str for key in fields):
+        raise TypeError("keywords must be strings")
+    return dict(fields)
 
 
 def _record_resolver(cur: sqlite3.Cursor) -> Callable[[RecordRef], bool]:

@@ -122,9 +122,11 @@ class HostSaver(SqliteSaver):
                         drafts.append(item)
                     if item.get("type") == "record":
                         self.store.put_record_ref(cur, thread_id, item["digest"])
-                if drafts:
+                journal = (
                     self.journals.append(cur, thread_id, drafts)
-                journal = self.journals.journal(thread_id, cur)
+                    if drafts
+                    else self.journals.journal(thread_id, cur)
+                )
                 status, outcome, detail = self.derive_status(values, more)
                 # What this checkpoint embodies, recorded with it: the journal head it
                 # was committed with and the custody savepoint it expects.

@@ -54,6 +54,8 @@ class MemoryCustody:
         mode: WorkspaceMode,
         paths: tuple[str, ...] = (),
         ttl_s: float = 3600.0,
+        *,
+        protected: tuple[str, ...] = (),
     ) -> SignedCapability:
         self.calls.append(("issue", site.node))
         now = time.time()
