@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ from contracts import (
     DEFAULT_STORE,
     CommandBinding,
     ErrorCode,
-    ExecsysError,
     ExecutorBinding,
     PythonBinding,
     RunnerConfig,
@@ -23,6 +23,7 @@ from contracts import (
 )
 from execution_system._loading import load_document
 from execution_system.custody import FileCustody
+from host import Operation
 from runner import Runner, RunnerFactory, parse_factory_config
 
 
@@ -106,11 +107,19 @@ def config_path(flag: str | None, spec: Path | None) -> Path | None:
     return None
 
 
-def open_runner(store: str | None, executors_dir: Path | None = None) -> Runner:
+def open_runner(
+    store: str | None,
+    executors_dir: Path | None = None,
+    operations: Mapping[str, Operation] | None = None,
+) -> Runner:
     """Create the Runner on the configured store, with file custody beside it."""
     config = factory_config(store)
     custody = FileCustody(data_dir(config) / "custody")
-    try:
-        return RunnerFactory(config).create(custody=custody, executors_dir=executors_dir)
-    except ExecsysError:
-        raise
+    if operations is None:
+        # Every store may hold CodeClosure deliveries; their operations are always known.
+        from execution_system.codeclosure._operations import OPERATIONS as CLOSURE
+
+        operations = CLOSURE
+    return RunnerFactory(config).create(
+        custody=custody, executors_dir=executors_dir, operations=operations
+    )

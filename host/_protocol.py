@@ -51,6 +51,12 @@ class CoordinatorHost(Protocol):
         """Apply a recovery directive: continue, restart-from-savepoint or intervene."""
         ...
 
+    async def cancel(
+        self, delivery_id: str, *, actor: str = "operator", reason: str = ""
+    ) -> StatusReport:
+        """Stop the delivery and end it as cancelled (nothing can continue it)."""
+        ...
+
     async def retire(
         self, delivery_id: str, authorization: str, *, actor: str = "operator"
     ) -> dict[str, Any]:

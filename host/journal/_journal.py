@@ -8,6 +8,7 @@ restart with :meth:`Journal.rehydrate`, which replays every rule.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from contracts._delivery import AuthorityPolicy
 from contracts._errors import ErrorCode, error
 from contracts._ids import Digest, NodeId
 from contracts._journal import (
+    MAX_JOURNAL_INT,
     Batch,
     InvalidationInfo,
     JournalEvent,
@@ -26,11 +28,43 @@ from contracts._journal import (
     next_state,
 )
 from host.journal._chain import ChainCheck
-from host.journal._codec import at, encode_record_with_digest, record_digest
+from host.journal._codec import (
+    DIGEST_KEY,
+    ENUM_VALUES,
+    at,
+    dumps_canonical,
+    encode_record_with_digest,
+    record_digest,
+    sha256_digest,
+)
 from host.journal._commands import AppendCommand, BindSuccessorCommand, InvalidateCommand
 from host.journal._projection import Projection, project
 from host.journal._rules import check_event
 from host.journal._state import Key, ReplayState, SourceResolver, authority_digest
+
+#: The spelling a journal time must have (the ``time`` field's pattern).
+_TIME_SPELLING = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
+_INVALIDATED = Transition.WORK_INVALIDATED
+_SUCCESSOR_BOUND = Transition.SUCCESSOR_BOUND
+#: Every field of an event: a trusted event sets them all.
+_EVENT_FIELDS = frozenset(JournalEvent.model_fields)
+
+
+def _trusted_event(values: dict[str, Any]) -> JournalEvent:
+    """A :class:`JournalEvent` over ``values`` without re-validating them.
+
+    Only for values that already satisfy the schema: every field present, in
+    declaration order, each either validated where the command was built (the
+    same constrained types) or derived by the journal (digests, ordinal, time,
+    states). This is what ``model_construct`` does, minus its per-field default
+    and alias handling, which a complete, alias-free field set never needs.
+    """
+    event = JournalEvent.__new__(JournalEvent)
+    object.__setattr__(event, "__dict__", values)
+    object.__setattr__(event, "__pydantic_fields_set__", set(_EVENT_FIELDS))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
 
 
 class Journal:
@@ -135,46 +169,94 @@ class Journal:
 
         Repeating a request (same id, same content) returns the event already
         recorded and appends nothing.
+
+        Hot path (one call per Host event): the request content is dumped once
+        and serves both the request digest and the event's stored fields; the
+        event's digest and line are computed once and kept for the writer
+        (:meth:`encoded`). ``command`` is validated when it is built; every
+        other field of the event is derived here, so the event itself is not
+        validated a second time (see :func:`_trusted_event`).
         """
-        request_digest = command.request_digest()
+        content = command.request_content()
+        request_digest = sha256_digest(dumps_canonical(content))
         known = self._known_request(command.request, request_digest)
         if known:
             return known[0]
         self._check_head(command.expected_head)
-        if command.transition in (Transition.WORK_INVALIDATED, Transition.SUCCESSOR_BOUND):
+        transition = command.transition
+        if transition is _INVALIDATED or transition is _SUCCESSOR_BOUND:
             raise error(
                 ErrorCode.JOURNAL_INVALID_TRANSITION,
-                f"{command.transition.value} is recorded by invalidate() or bind_successor()",
+                f"{transition.value} is recorded by invalidate() or bind_successor()",
                 path=at(self._state.count + 1),
             )
         state = self._state
-        event = JournalEvent(
-            execution=state.header.execution,
-            ordinal=state.count + 1,
-            prior=state.head,
-            request=command.request,
-            request_digest=request_digest,
-            node=command.node,
-            activation=command.activation,
-            prior_state=command.expected_state,
-            result_state=next_state(command.expected_state, command.transition)
-            or command.expected_state,
-            transition=command.transition,
-            actor=command.actor,
-            time=self._format_time(command.at),
-            rationale=command.rationale,
-            attempt=command.attempt,
-            refs=command.refs,
-            authorization=command.authorization,
-            approvals=command.approvals,
-            error=command.error,
-            predecessors=command.predecessors,
-        )
+        prior_state = command.expected_state
+        result_state = next_state(prior_state, transition) or prior_state
+        ordinal = state.count + 1
+        time = self._format_time(command.at)
+        values: dict[str, Any] = {
+            "record": "event",
+            "execution": state.header.execution,
+            "ordinal": ordinal,
+            "prior": state.head,
+            "request": command.request,
+            "request_digest": request_digest,
+            "node": command.node,
+            "activation": command.activation,
+            "prior_state": prior_state,
+            "result_state": result_state,
+            "transition": transition,
+            "actor": command.actor,
+            "time": time,
+            "rationale": command.rationale,
+            "attempt": command.attempt,
+            "refs": command.refs,
+            "authorization": command.authorization,
+            "approvals": command.approvals,
+            "error": command.error,
+            "predecessors": command.predecessors,
+            "batch": None,
+            "invalidation": None,
+            "successor": None,
+        }
+        if ordinal <= MAX_JOURNAL_INT and _TIME_SPELLING.fullmatch(time):
+            event = _trusted_event(values)
+        else:  # outside the schema: let validation refuse it exactly as it always did
+            event = JournalEvent(**values)
         check_event(state, event)
-        encoded = encode_record_with_digest(event)
-        state.apply(event, encoded[0])
+        # The stored fields: the command's content already holds every nested value
+        # in its JSON form (equal to ``event_fields(event)``; tests pin this).
+        fields: dict[str, Any] = {
+            "record": "event",
+            "execution": values["execution"],
+            "ordinal": ordinal,
+            "prior": values["prior"],
+            "request": command.request,
+            "request_digest": request_digest,
+            "node": content["node"],
+            "activation": content["activation"],
+            "prior_state": content["expected_state"],
+            "result_state": ENUM_VALUES[result_state],
+            "transition": content["transition"],
+            "actor": content["actor"],
+            "time": time,
+            "rationale": content["rationale"],
+            "attempt": content["attempt"],
+            "refs": content["refs"],
+            "authorization": content["authorization"],
+            "approvals": content["approvals"],
+            "error": content["error"],
+            "predecessors": content["predecessors"],
+            "batch": None,
+            "invalidation": None,
+            "successor": None,
+        }
+        digest = sha256_digest(dumps_canonical(fields))
+        fields[DIGEST_KEY] = digest
+        state.apply(event, digest)
         self._events.append(event)
-        self._keep(event.ordinal, encoded)
+        self._keep(ordinal, (digest, dumps_canonical(fields)))
         return event
 
     def invalidate(

@@ -11,32 +11,29 @@ approvals, then batch and request bookkeeping.
 from __future__ import annotations
 
 from contracts._errors import ErrorCode, error
-from contracts._ids import NodeId
 from contracts._journal import (
     ActorKind,
     JournalEvent,
     NodeDecl,
-    TaskKind,
     Transition,
     next_state,
 )
 from host.journal._codec import at
-from host.journal._state import LIVE_STATES, Key, ReplayState
+from host.journal._state import HUMAN_STEPS, LIVE_STATES, Key, NodeRule, ReplayState
 
-#: Work steps a human must perform on a human task.
-_HUMAN_STEPS = frozenset(
-    {
-        Transition.WORK_STARTED,
-        Transition.WORK_BLOCKED,
-        Transition.BLOCK_CLEARED,
-        Transition.WORK_COMPLETED,
-        Transition.WORK_FAILED,
-    }
-)
 #: Transitions that bind the activation's attempt.
-_ATTEMPT_STEPS = _HUMAN_STEPS
+_ATTEMPT_STEPS = HUMAN_STEPS
 #: Transitions recorded only as part of a batch command.
 _BATCH_STEPS = frozenset({Transition.WORK_INVALIDATED, Transition.SUCCESSOR_BOUND})
+# Members bound once: an enum attribute look-up is a descriptor call on every use.
+_DEPENDENCIES_SATISFIED = Transition.DEPENDENCIES_SATISFIED
+_WORK_STARTED = Transition.WORK_STARTED
+_WORK_COMPLETED = Transition.WORK_COMPLETED
+_RETRY_AUTHORIZED = Transition.RETRY_AUTHORIZED
+_WORK_INVALIDATED = Transition.WORK_INVALIDATED
+_SUCCESSOR_BOUND = Transition.SUCCESSOR_BOUND
+_AUTOMATION = ActorKind.AUTOMATION
+_HUMAN = ActorKind.HUMAN
 #: The record kind a human or hybrid completion must reference (its conduct record).
 CONDUCT_KIND = "conduct"
 
@@ -44,7 +41,7 @@ CONDUCT_KIND = "conduct"
 def check_event(state: ReplayState, event: JournalEvent) -> None:
     """Raise the first rule ``event`` breaks against ``state``; return if it is admitted."""
     where = at(event.ordinal)
-    decl = _known_node(state, event.node, where)
+    rule = _known_node(state, event.node, where)
     key = (event.node, event.activation)
     _check_activation(state, key, where)
     current = state.state_of(key)
@@ -59,7 +56,7 @@ def check_event(state: ReplayState, event: JournalEvent) -> None:
     if result is None:
         code = (
             ErrorCode.JOURNAL_BAD_SUCCESSOR
-            if event.transition is Transition.SUCCESSOR_BOUND
+            if event.transition is _SUCCESSOR_BOUND
             else ErrorCode.JOURNAL_INVALID_TRANSITION
         )
         raise error(
@@ -73,18 +70,18 @@ def check_event(state: ReplayState, event: JournalEvent) -> None:
             expected=result.value,
         )
     _check_payload(event, where)
-    _check_transition(state, decl, event, key, where)
-    _check_actor(state, decl, event, where)
-    if event.transition is Transition.WORK_COMPLETED:
-        _check_approvals(state, decl, event, where)
+    _check_transition(state, rule, event, key, where)
+    _check_actor(state, rule, event, where)
+    if event.transition is _WORK_COMPLETED:
+        _check_approvals(state, rule.decl, event, where)
     _check_batch(state, event, key, where)
 
 
-def _known_node(state: ReplayState, node: str, where: str) -> NodeDecl:
-    decl = state.nodes.get(NodeId(node))
-    if decl is None:
+def _known_node(state: ReplayState, node: str, where: str) -> NodeRule:
+    rule = state.rules.get(node)
+    if rule is None:
         raise error(ErrorCode.JOURNAL_UNKNOWN_NODE, f"node {node!r} is not declared", path=where)
-    return decl
+    return rule
 
 
 def _check_activation(state: ReplayState, key: Key, where: str) -> None:
@@ -110,43 +107,45 @@ def _check_activation(state: ReplayState, key: Key, where: str) -> None:
 def _check_payload(event: JournalEvent, where: str) -> None:
     """Each optional member belongs to particular transitions only."""
     transition = event.transition
-    if (event.attempt is not None) != (transition in _ATTEMPT_STEPS):
+    attempt_step = transition in _ATTEMPT_STEPS
+    if (event.attempt is not None) != attempt_step:
         raise error(
             ErrorCode.JOURNAL_ATTEMPT_INVALID,
             f"{transition.value} "
-            + ("must bind an attempt" if transition in _ATTEMPT_STEPS else "binds no attempt"),
+            + ("must bind an attempt" if attempt_step else "binds no attempt"),
             path=where,
         )
-    if (event.authorization is not None) != (transition is Transition.RETRY_AUTHORIZED):
+    if (event.authorization is not None) != (transition is _RETRY_AUTHORIZED):
         raise error(
             ErrorCode.JOURNAL_RETRY_UNAUTHORIZED,
             "a retry needs an explicit authorization and only a retry carries one",
             path=where,
         )
-    if event.predecessors and transition is not Transition.DEPENDENCIES_SATISFIED:
+    if event.predecessors and transition is not _DEPENDENCIES_SATISFIED:
         raise error(
             ErrorCode.JOURNAL_DEPENDENCY_GAP,
             "only dependencies-satisfied names predecessors",
             path=where,
         )
-    if event.approvals and transition is not Transition.WORK_COMPLETED:
+    if event.approvals and transition is not _WORK_COMPLETED:
         raise error(
             ErrorCode.JOURNAL_APPROVAL_INVALID, "only a completion carries approvals", path=where
         )
-    if (event.batch is not None) != (transition in _BATCH_STEPS):
+    batch_step = transition in _BATCH_STEPS
+    if (event.batch is not None) != batch_step:
         raise error(
             ErrorCode.JOURNAL_INVALID_TRANSITION,
             f"{transition.value} is "
-            + ("only recorded in a batch" if transition in _BATCH_STEPS else "never batched"),
+            + ("only recorded in a batch" if batch_step else "never batched"),
             path=where,
         )
-    if (event.invalidation is not None) != (transition is Transition.WORK_INVALIDATED):
+    if (event.invalidation is not None) != (transition is _WORK_INVALIDATED):
         raise error(
             ErrorCode.JOURNAL_INVALIDATION_SOURCE,
             "invalidation data belongs to work-invalidated and is required there",
             path=where,
         )
-    if (event.successor is not None) != (transition is Transition.SUCCESSOR_BOUND):
+    if (event.successor is not None) != (transition is _SUCCESSOR_BOUND):
         raise error(
             ErrorCode.JOURNAL_BAD_SUCCESSOR,
             "successor data belongs to successor-bound and is required there",
@@ -155,13 +154,13 @@ def _check_payload(event: JournalEvent, where: str) -> None:
 
 
 def _check_transition(
-    state: ReplayState, decl: NodeDecl, event: JournalEvent, key: Key, where: str
+    state: ReplayState, rule: NodeRule, event: JournalEvent, key: Key, where: str
 ) -> None:
     transition = event.transition
     record = state.activations.get(key)
-    if transition is Transition.DEPENDENCIES_SATISFIED:
-        _check_dependencies(state, decl, event, where)
-    elif transition is Transition.WORK_STARTED:
+    if transition is _DEPENDENCIES_SATISFIED:
+        _check_dependencies(state, rule, event, where)
+    elif transition is _WORK_STARTED:
         assert event.attempt is not None  # guaranteed by _check_payload
         attempts = record.attempts if record is not None else []
         if event.attempt.sequence != len(attempts) + 1 or any(
@@ -187,9 +186,9 @@ def _check_transition(
                 path=where,
                 expected=f"{current.id} #{current.sequence}" if current else "",
             )
-        if transition is Transition.WORK_COMPLETED:
-            _check_outputs(decl, event, where)
-    elif transition is Transition.WORK_INVALIDATED:
+        if transition is _WORK_COMPLETED:
+            _check_outputs(rule, event, where)
+    elif transition is _WORK_INVALIDATED:
         assert event.invalidation is not None
         source = event.invalidation.source
         if state.resolver is not None and not state.resolver(source):
@@ -198,7 +197,7 @@ def _check_transition(
                 f"source {source.kind}/{source.id} does not resolve",
                 path=where,
             )
-    elif transition is Transition.SUCCESSOR_BOUND:
+    elif transition is _SUCCESSOR_BOUND:
         assert event.successor is not None
         if event.successor.execution == state.header.execution:
             raise error(
@@ -209,8 +208,9 @@ def _check_transition(
 
 
 def _check_dependencies(
-    state: ReplayState, decl: NodeDecl, event: JournalEvent, where: str
+    state: ReplayState, rule: NodeRule, event: JournalEvent, where: str
 ) -> None:
+    decl = rule.decl
     if not event.predecessors:
         raise error(
             ErrorCode.JOURNAL_DEPENDENCY_GAP,
@@ -221,9 +221,7 @@ def _check_dependencies(
     for ref in event.predecessors:
         _known_node(state, ref.node, where)
         pred = (ref.node, ref.activation)
-        if pred in seen or (
-            ref.node not in decl.upstream and ref.node not in decl.failure_upstream
-        ):
+        if pred in seen or ref.node not in rule.upstream:
             raise error(
                 ErrorCode.JOURNAL_DEPENDENCY_GAP,
                 f"{ref.node}#{ref.activation} is repeated or not upstream of {event.node}",
@@ -231,7 +229,7 @@ def _check_dependencies(
                 expected=", ".join(decl.upstream),
             )
         seen.add(pred)
-        if ref.node in decl.failure_upstream and state.is_current_failure(pred):
+        if ref.node in rule.failure_upstream and state.is_current_failure(pred):
             continue
         if not state.is_current_completion(pred):
             raise error(
@@ -243,62 +241,64 @@ def _check_dependencies(
             )
 
 
-def _check_outputs(decl: NodeDecl, event: JournalEvent, where: str) -> None:
-    given = {(ref.kind, ref.id) for ref in event.refs}
-    for artifact in decl.artifacts:
-        if (artifact.kind, artifact.id) not in given:
-            raise error(
-                ErrorCode.JOURNAL_MISSING_OUTPUT,
-                f"completion does not reference {artifact.kind}/{artifact.id}",
-                path=where,
-            )
-    if decl.task is not TaskKind.AUTOMATED and not any(
-        ref.kind == CONDUCT_KIND for ref in event.refs
-    ):
+def _check_outputs(rule: NodeRule, event: JournalEvent, where: str) -> None:
+    refs = event.refs
+    if rule.outputs:
+        given = {(ref.kind, ref.id) for ref in refs}
+        if not rule.outputs <= given:
+            # Name the first missing artifact in declaration order.
+            for artifact in rule.decl.artifacts:
+                if (artifact.kind, artifact.id) not in given:
+                    raise error(
+                        ErrorCode.JOURNAL_MISSING_OUTPUT,
+                        f"completion does not reference {artifact.kind}/{artifact.id}",
+                        path=where,
+                    )
+    if rule.needs_conduct and not any(ref.kind == CONDUCT_KIND for ref in refs):
         raise error(
             ErrorCode.JOURNAL_MISSING_OUTPUT,
-            f"a {decl.task.value} completion must reference its conduct record",
+            f"a {rule.decl.task.value} completion must reference its conduct record",
             path=where,
             expected=f"a {CONDUCT_KIND} reference",
         )
 
 
-def _check_actor(state: ReplayState, decl: NodeDecl, event: JournalEvent, where: str) -> None:
+def _check_actor(state: ReplayState, rule: NodeRule, event: JournalEvent, where: str) -> None:
     actor = event.actor
-    if actor.kind is ActorKind.AUTOMATION and actor.role is not None:
-        raise error(
-            ErrorCode.JOURNAL_AUTOMATION_CLAIMS_HUMAN,
-            f"automation {actor.id!r} claims role {actor.role!r}",
-            path=where,
-        )
-    if actor.role is not None and actor.role not in state.policy.roles_of(actor.id):
-        raise error(
-            ErrorCode.JOURNAL_FORGED_ROLE,
-            f"the authority policy does not give {actor.id!r} role {actor.role!r}",
-            path=where,
-        )
-    human_step = (decl.task is TaskKind.HUMAN and event.transition in _HUMAN_STEPS) or (
-        decl.task is TaskKind.HYBRID and event.transition is Transition.WORK_COMPLETED
-    )
-    if not human_step:
+    role = actor.role
+    if role is not None:
+        if actor.kind is _AUTOMATION:
+            raise error(
+                ErrorCode.JOURNAL_AUTOMATION_CLAIMS_HUMAN,
+                f"automation {actor.id!r} claims role {role!r}",
+                path=where,
+            )
+        if role not in state.policy.roles_of(actor.id):
+            raise error(
+                ErrorCode.JOURNAL_FORGED_ROLE,
+                f"the authority policy does not give {actor.id!r} role {role!r}",
+                path=where,
+            )
+    if event.transition not in rule.human_steps:
         return
-    if actor.kind is ActorKind.AUTOMATION:
+    decl = rule.decl
+    if actor.kind is _AUTOMATION:
         raise error(
             ErrorCode.JOURNAL_AUTOMATION_CLAIMS_HUMAN,
             f"automation {actor.id!r} cannot perform a {decl.task.value} step",
             path=where,
         )
-    if actor.role is None:
+    if role is None:
         raise error(
             ErrorCode.JOURNAL_ACTOR_REQUIRED,
             f"a {decl.task.value} step needs an actor acting under a role",
             path=where,
             expected=", ".join(decl.roles),
         )
-    if actor.role not in decl.roles:
+    if role not in rule.roles:
         raise error(
             ErrorCode.JOURNAL_FORGED_ROLE,
-            f"node {decl.id!r} does not admit role {actor.role!r}",
+            f"node {decl.id!r} does not admit role {role!r}",
             path=where,
             expected=", ".join(decl.roles),
         )
@@ -315,7 +315,7 @@ def _check_approvals(state: ReplayState, decl: NodeDecl, event: JournalEvent, wh
             )
         return
     for approval in event.approvals:
-        if approval.kind is not ActorKind.HUMAN:
+        if approval.kind is not _HUMAN:
             raise error(
                 ErrorCode.JOURNAL_AUTOMATION_CLAIMS_HUMAN,
                 f"automation {approval.actor!r} cannot approve",
@@ -352,7 +352,7 @@ def _check_batch(state: ReplayState, event: JournalEvent, key: Key, where: str) 
     open_batch = state.batch
     partial = (
         ErrorCode.JOURNAL_BAD_SUCCESSOR
-        if event.transition is Transition.SUCCESSOR_BOUND
+        if event.transition is _SUCCESSOR_BOUND
         else ErrorCode.JOURNAL_PARTIAL_INVALIDATION
     )
     if open_batch is not None:
@@ -367,7 +367,7 @@ def _check_batch(state: ReplayState, event: JournalEvent, key: Key, where: str) 
         ):
             raise error(
                 ErrorCode.JOURNAL_PARTIAL_INVALIDATION
-                if open_batch.transition is Transition.WORK_INVALIDATED
+                if open_batch.transition is _WORK_INVALIDATED
                 else ErrorCode.JOURNAL_BAD_SUCCESSOR,
                 f"batch {open_batch.request!r} is cut short or out of order",
                 path=where,

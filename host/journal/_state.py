@@ -22,6 +22,7 @@ from contracts._journal import (
     NodeDecl,
     NodeState,
     RecordRef,
+    TaskKind,
     Transition,
 )
 from host.journal._codec import at, dumps_canonical, sha256_digest
@@ -44,6 +45,61 @@ def authority_digest(policy: AuthorityPolicy) -> Digest:
     Same value as ``AdmittedDelivery.authority_digest`` for the delivery's policy.
     """
     return sha256_digest(dumps_canonical(policy.model_dump(mode="json", exclude_none=True)))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRule:
+    """What the append rules consult about one node, precomputed once per header.
+
+    Lets the per-event checks be set look-ups instead of scans of the node's
+    declaration; the declaration itself is kept for the error messages.
+    """
+
+    decl: NodeDecl
+    """The node's declaration."""
+    outputs: frozenset[tuple[str, str]]
+    """``(kind, id)`` of every artifact a completion must reference."""
+    needs_conduct: bool
+    """Whether a completion must reference a conduct record (human or hybrid task)."""
+    upstream: frozenset[str]
+    """Nodes a dependency may name: ``upstream`` and ``failure_upstream``."""
+    failure_upstream: frozenset[str]
+    """Nodes whose current failure satisfies a dependency."""
+    human_steps: frozenset[Transition]
+    """Transitions that are a human step on this node (they need a human in a role)."""
+    roles: frozenset[str]
+    """Roles admitted to perform a human step."""
+
+
+#: Work steps a human must perform on a human task.
+HUMAN_STEPS = frozenset(
+    {
+        Transition.WORK_STARTED,
+        Transition.WORK_BLOCKED,
+        Transition.BLOCK_CLEARED,
+        Transition.WORK_COMPLETED,
+        Transition.WORK_FAILED,
+    }
+)
+
+
+def node_rule(decl: NodeDecl) -> NodeRule:
+    """Precompute ``decl``'s rule tables."""
+    if decl.task is TaskKind.HUMAN:
+        human_steps = HUMAN_STEPS
+    elif decl.task is TaskKind.HYBRID:
+        human_steps = frozenset({Transition.WORK_COMPLETED})
+    else:
+        human_steps = frozenset()
+    return NodeRule(
+        decl=decl,
+        outputs=frozenset((artifact.kind, artifact.id) for artifact in decl.artifacts),
+        needs_conduct=decl.task is not TaskKind.AUTOMATED,
+        upstream=frozenset(decl.upstream) | frozenset(decl.failure_upstream),
+        failure_upstream=frozenset(decl.failure_upstream),
+        human_steps=human_steps,
+        roles=frozenset(decl.roles),
+    )
 
 
 @dataclass(slots=True)
@@ -105,6 +161,8 @@ class ReplayState:
         self.policy = policy
         self.resolver = resolver
         self.nodes: dict[NodeId, NodeDecl] = _node_table(header)
+        self.rules: dict[str, NodeRule] = {nid: node_rule(decl) for nid, decl in self.nodes.items()}
+        """Per-node rule tables (shared, immutable: clones reuse them)."""
         self.activations: dict[Key, ActivationState] = {
             (header.start, 1): ActivationState(state=NodeState.READY, first=0)
         }

@@ -278,20 +278,14 @@ def _parallel(writer: StepWriter, node_id: str, node: ParallelNode, site: dict[s
     if node.select is not None:
         ref = Reference.parse(node.select)
         produced = (writer.state.get("outputs") or {}).get(ref.source)
-        previous = writer.current("regions", node_id) or {}
         try:
             if produced is None:
+                # A selection from a round that has ended was cleared with its round.
                 raise error(
                     ErrorCode.SELECTION_STALE,
                     f"selection source '{node.select}' has no value this round",
                     path=f"nodes.{node_id}.select",
-                )
-            if previous and int(produced.get("step", 0)) <= int(previous.get("step", -1)):
-                raise error(
-                    ErrorCode.SELECTION_STALE,
-                    f"selection '{node.select}' was made before this parallel's last round",
-                    path=f"nodes.{node_id}.select",
-                    expected=f"'{ref.source}' to run again before '{node_id}'",
+                    expected=f"'{ref.source}' to run in this round before '{node_id}'",
                 )
             value = writer.ctx.load_record(produced["digest"]).get(ref.port)
         except ExecsysError as exc:

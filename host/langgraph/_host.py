@@ -259,6 +259,12 @@ class LangGraphHost:
             savepoint=savepoint,
         )
 
+    async def cancel(
+        self, delivery_id: str, *, actor: str = "operator", reason: str = ""
+    ) -> StatusReport:
+        """Stop the delivery and end it as cancelled (nothing can continue it)."""
+        return await _operator.cancel(self, delivery_id, actor, reason)
+
     async def retire(
         self, delivery_id: str, authorization: str, *, actor: str = "operator"
     ) -> dict[str, Any]:

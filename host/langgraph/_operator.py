@@ -63,6 +63,40 @@ async def stop(host: LangGraphHost, delivery_id: str, actor: str, wait_s: float)
     return host.status(delivery_id)
 
 
+async def cancel(host: LangGraphHost, delivery_id: str, actor: str, reason: str) -> StatusReport:
+    """Stop the delivery (interrupting active work) and end it as ``cancelled``."""
+    report = host.status(delivery_id)
+    if report.status.value not in _NOT_STOPPABLE and report.status.value != "stopped":
+        report = await stop(host, delivery_id, actor, wait_s=60.0)
+    if report.status.value in {"completed", "failed", "cancelled", "retired"}:
+        raise error(
+            ErrorCode.DIRECTIVE_NOT_APPLICABLE,
+            f"the delivery is {report.status.value}",
+            path=delivery_id,
+            expected="a delivery that has not ended",
+        )
+    if report.status.value == "running":
+        raise error(
+            ErrorCode.LEASE_HELD,
+            "the delivery did not stop in time",
+            path=delivery_id,
+            expected="its runner to reach a safe boundary; try again",
+        )
+    row = host.store.delivery_row(delivery_id)
+    assert row is not None
+    with host.store.transaction() as cur:
+        host.store.set_status(
+            cur,
+            delivery_id,
+            "cancelled",
+            "CANCELLED",
+            {**row["detail"], "message": f"cancelled by {actor}: {reason}"},
+            None,
+        )
+        cur.execute("DELETE FROM execsys_stops WHERE delivery = ?", (delivery_id,))
+    return host.status(delivery_id)
+
+
 def _mark_stopped(host: LangGraphHost, delivery_id: str, message: str) -> None:
     row = host.store.delivery_row(delivery_id)
     assert row is not None

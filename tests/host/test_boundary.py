@@ -53,6 +53,7 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
         "stop",
         "recover",
         "retire",
+        "cancel",
         "needs_directive",
     }
     for name in members:

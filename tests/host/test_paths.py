@@ -182,17 +182,31 @@ def test_a_bad_selection_fails_before_any_branch_runs(
 
 
 def test_a_stale_selection_from_an_earlier_round_is_refused(harness: Any) -> None:
+    # 'gate' can bypass the planner in round two, so the only selection left is
+    # round one's. Admission refuses this graph (the read is not guaranteed); the
+    # Host must refuse the stale selection again at run time.
     doc = _fanout(select=True, loop=True)
-    doc["nodes"]["after"]["routes"]["cases"]["yes"] = "fan"  # loop back without re-planning
+    doc["start"] = "gate"
+    doc["nodes"]["gate"] = {
+        "kind": "action",
+        "executor": "gate",
+        "outputs": {"way": {"enum": ["plan", "reuse"]}},
+        "routes": {"port": "way", "cases": {"plan": "plan", "reuse": "fan"}},
+        "max_visits": 3,
+    }
+    doc["nodes"]["after"]["routes"]["cases"]["yes"] = "gate"
     doc["nodes"]["fan"]["max_visits"] = 3
     h = harness(
         {
+            "gate": lambda r: asyncio.sleep(
+                0, reply({"way": "plan" if r.activation == 1 else "reuse"})
+            ),
             "plan": lambda r: asyncio.sleep(0, reply({"pick": ["b"]})),
             "work": lambda r: asyncio.sleep(0, reply({"v": 1})),
             "after": lambda r: asyncio.sleep(0, reply({"again": "yes"})),
         }
     )
-    delivery = make_delivery(doc)
+    delivery = make_delivery(doc, check=False)
     report = h.run(delivery)
     assert (report.status.value, report.outcome) == ("failed", "SELECTION_STALE")
     assert sum(1 for c in h.invoker.calls if c.node == "b") == 1

@@ -1,0 +1,279 @@
+"""Goals: the objective, its acceptance criteria and checks, and their versioned record.
+
+A goal is created once (``goal create``) and then only moved by versioned
+commands (``start``, ``resume``, ``cancel``): each names the version it
+expects, and a stale one is refused before anything else is looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts import ErrorCode, digest_of, error
+
+_NAME = r"^[A-Za-z0-9_-]{1,40}$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CommandWorker(_Frozen):
+    """A CLI coding agent run in the candidate workspace (the executor protocol)."""
+
+    kind: Literal["command"] = "command"
+    """Discriminator."""
+    argv: tuple[str, ...] = Field(min_length=1)
+    """The agent's command line."""
+    timeout_s: float = Field(default=1800.0, gt=0)
+    """Deadline per turn."""
+
+
+class PatchWorker(_Frozen):
+    """Applies one patch file per candidate generation (demos and tests)."""
+
+    kind: Literal["patches"] = "patches"
+    """Discriminator."""
+    patches: tuple[str, ...] = Field(min_length=1)
+    """Unified diffs (absolute paths); generation N applies the Nth (the last repeats)."""
+    ask: str | None = None
+    """If set, the worker first asks this question (an action-input) and records the answer."""
+
+
+Worker = Annotated[CommandWorker | PatchWorker, Field(discriminator="kind")]
+
+
+class Goal(_Frozen):
+    """One engineering goal and how its result is judged."""
+
+    id: str
+    """Goal id (``g-`` + 12 hex)."""
+    revision: int = 1
+    """Goal revision (revising a goal is out of scope here: always 1)."""
+    objective: str = Field(min_length=1, max_length=4000)
+    """What should be true when the goal is closed."""
+    project: str
+    """Absolute path of the project the candidate is made from (copied, never edited)."""
+    criteria: tuple[Annotated[str, Field(min_length=1)], ...] = Field(min_length=1)
+    """Acceptance criteria, for people and the plan."""
+    checks: dict[Annotated[str, Field(pattern=_NAME)], tuple[str, ...]] = Field(min_length=1)
+    """Check name -> argv, run against the frozen candidate."""
+    required: tuple[str, ...]
+    """Checks whose failure rejects the candidate (the others ask for a decision)."""
+    protected: tuple[str, ...] = ("tests",)
+    """Paths the implementation may not change (acceptance-critical)."""
+    max_generations: int = Field(default=3, ge=1, le=20)
+    """How many candidate generations repairs may create."""
+    worker: Worker
+    """Who implements."""
+
+    def spec_digest(self, check: str) -> str:
+        """The digest that binds evidence to this exact check specification."""
+        return digest_of({"check": check, "argv": list(self.checks[check])})
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS execsys_goals (
+    goal TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    document BLOB NOT NULL,
+    delivery TEXT,
+    state TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+"""
+
+
+def parse_check(text: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME=CMD`` -> (name, argv); CMD is split like a shell would, never run by one."""
+    import shlex
+
+    name, sep, command = text.partition("=")
+    if not sep or not re.match(_NAME, name) or not command.strip():
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            f"check {text!r} is not NAME=COMMAND",
+            path="--check",
+            expected="e.g. tests='python -m pytest -q'",
+        )
+    return name, tuple(shlex.split(command))
+
+
+def new_goal(
+    *,
+    objective: str,
+    project: str,
+    criteria: list[str],
+    checks: dict[str, tuple[str, ...]],
+    required: list[str] | None,
+    protected: list[str] | None,
+    max_generations: int,
+    worker: CommandWorker | PatchWorker,
+) -> Goal:
+    """Validate everything a goal needs before anything is stored."""
+    if not [c for c in criteria if c.strip()]:
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            "a goal needs at least one acceptance criterion",
+            path="--criterion",
+            expected="--criterion TEXT (one or more)",
+        )
+    folder = Path(project)
+    if not folder.is_dir():
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            "the project folder does not exist",
+            path=str(project),
+            expected="an existing directory",
+        )
+    if not checks:
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            "a goal needs at least one check",
+            path="--check",
+            expected="--check NAME=COMMAND",
+        )
+    for name, argv in checks.items():
+        program = argv[0]
+        found = shutil.which(program) or (folder / program).is_file()
+        if not found:
+            raise error(
+                ErrorCode.CHECK_CANNOT_START,
+                f"check '{name}' cannot start: "
+                f"'{program}' is not an executable on PATH or in the project",
+                path=f"--check {name}",
+                expected="an existing program",
+            )
+    chosen = list(required) if required else list(checks)
+    unknown = [r for r in chosen if r not in checks]
+    if unknown:
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            f"required check {unknown[0]!r} is not a check",
+            path="--required",
+            expected="one of " + ", ".join(checks),
+        )
+    if isinstance(worker, PatchWorker):
+        for patch in worker.patches:
+            if not Path(patch).is_file():
+                raise error(ErrorCode.GOAL_INVALID, "patch file does not exist", path=patch)
+    return Goal(
+        id="g-" + uuid.uuid4().hex[:12],
+        objective=objective,
+        project=str(folder.resolve()),
+        criteria=tuple(c for c in criteria if c.strip()),
+        checks={k: tuple(v) for k, v in checks.items()},
+        required=tuple(chosen),
+        protected=tuple(protected if protected is not None else ["tests"]),
+        max_generations=max_generations,
+        worker=worker,
+    )
+
+
+class GoalStore:
+    """Goals beside the Host's tables, in the same store file (own connection)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(path), timeout=10.0)
+        self.conn.execute("PRAGMA busy_timeout=10000")
+        self.conn.executescript(SCHEMA)
+        self.conn.commit()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def insert(self, goal: Goal) -> dict[str, Any]:
+        """Store a new goal at version 1 (one statement: nothing half-created)."""
+        now = time.time()
+        with self.conn:
+            self.conn.execute(
+                "INSERT INTO execsys_goals (goal, version, document, delivery, state, created, "
+                "updated) VALUES (?, 1, ?, NULL, 'READY', ?, ?)",
+                (goal.id, goal.model_dump_json(), now, now),
+            )
+        return self.get(goal.id)
+
+    def get(self, goal_id: str) -> dict[str, Any]:
+        """The goal's row: goal, version, delivery, state."""
+        row = self.conn.execute(
+            "SELECT goal, version, document, delivery, state, created, updated FROM "
+            "execsys_goals WHERE goal = ?",
+            (goal_id,),
+        ).fetchone()
+        if row is None:
+            raise error(
+                ErrorCode.GOAL_NOT_FOUND,
+                "no such goal",
+                path=goal_id,
+                expected="a goal id printed by 'execsys goal create'",
+            )
+        return {
+            "goal": Goal.model_validate_json(row[2]),
+            "id": row[0],
+            "version": row[1],
+            "delivery": row[3],
+            "state": row[4],
+            "created": row[5],
+            "updated": row[6],
+        }
+
+    def advance(
+        self, goal_id: str, expected: int, *, state: str, delivery: str | None = None
+    ) -> dict[str, Any]:
+        """Compare-and-set: move to ``state`` only if the version is still ``expected``."""
+        with self.conn:
+            cur = self.conn.execute(
+                "UPDATE execsys_goals SET version = version + 1, state = ?, "
+                "delivery = COALESCE(?, delivery), updated = ? WHERE goal = ? AND version = ?",
+                (state, delivery, time.time(), goal_id, expected),
+            )
+            if cur.rowcount != 1:
+                current = self.get(goal_id)
+                raise error(
+                    ErrorCode.GOAL_STALE_VERSION,
+                    f"the goal is at version {current['version']}",
+                    path=goal_id,
+                    expected=f"--expected-version {current['version']}",
+                )
+        return self.get(goal_id)
+
+    def check_version(self, goal_id: str, expected: int) -> dict[str, Any]:
+        """Refuse a stale command before looking at anything else."""
+        current = self.get(goal_id)
+        if current["version"] != expected:
+            raise error(
+                ErrorCode.GOAL_STALE_VERSION,
+                f"the goal is at version {current['version']}",
+                path=goal_id,
+                expected=f"--expected-version {current['version']}",
+            )
+        return current
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every goal, newest first."""
+        rows = self.conn.execute(
+            "SELECT goal, version, state, delivery, document FROM execsys_goals "
+            "ORDER BY created DESC"
+        ).fetchall()
+        return [
+            {
+                "goal": g,
+                "version": v,
+                "state": s,
+                "delivery": d,
+                "objective": json.loads(doc)["objective"],
+            }
+            for g, v, s, d, doc in rows
+        ]

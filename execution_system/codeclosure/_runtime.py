@@ -1,0 +1,181 @@
+"""The CodeClosure runtime: goals as deliveries of the CodeClosure graph on the Host.
+
+Every command takes the goal's expected version and refuses a stale one
+before doing anything; the Host's own guarantees (validated commits,
+custody, the journal, suspensions, directives) apply to every phase.
+"""
+
+from __future__ import annotations
+
+import getpass
+from pathlib import Path
+from typing import Any
+
+from contracts import AuthorityPolicy, ErrorCode, error, sqlite_path
+from execution_system._admission import admit, parse_graph
+from execution_system._compose import factory_config, open_runner
+from execution_system.codeclosure._goal import CommandWorker, GoalStore, PatchWorker, new_goal
+from execution_system.codeclosure._graph import delivery_input, executors, render
+from execution_system.codeclosure._operations import OPERATIONS
+from execution_system.codeclosure._views import audit, goal_view
+from host import OPERATIONS as BUILTIN
+
+
+def _operator() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+
+
+class GoalRuntime:
+    """Goals and their deliveries on one store."""
+
+    def __init__(self, store: str | None = None) -> None:
+        config = factory_config(store)
+        raw = sqlite_path(config.store)
+        if raw is None:
+            raise error(
+                ErrorCode.HOST_CREATION_FAILED,
+                "goals need a SQLite store",
+                path=config.store,
+                expected="sqlite:///PATH",
+            )
+        self.goals = GoalStore(Path(raw).absolute())
+        self.runner = open_runner(store, operations=OPERATIONS)
+        self.host: Any = self.runner.host
+
+    def close(self) -> None:
+        """Release the Host and the goal store."""
+        self.runner.close()
+        self.goals.close()
+
+    def create(
+        self,
+        *,
+        objective: str,
+        project: str,
+        criteria: list[str],
+        checks: dict[str, tuple[str, ...]],
+        required: list[str] | None = None,
+        protected: list[str] | None = None,
+        max_generations: int = 3,
+        worker: CommandWorker | PatchWorker,
+    ) -> dict[str, Any]:
+        """Validate and store a goal (version 1, READY); dispatch nothing."""
+        goal = new_goal(
+            objective=objective,
+            project=project,
+            criteria=criteria,
+            checks=checks,
+            required=required,
+            protected=protected,
+            max_generations=max_generations,
+            worker=worker,
+        )
+        # Render and admit once now: a goal whose graph could not run is never stored.
+        admit(
+            parse_graph(render(goal)),
+            delivery_input(goal),
+            executors=executors(goal),
+            operations=frozenset({**BUILTIN, **OPERATIONS}),
+            nonce=goal.id,
+        )
+        return self.view(self.goals.insert(goal)["id"])
+
+    async def start(
+        self, goal_id: str, expected: int, *, authority: AuthorityPolicy | None = None
+    ) -> dict[str, Any]:
+        """Admit the goal's delivery and run it to its first stop."""
+        row = self.goals.check_version(goal_id, expected)
+        if row["state"] != "READY":
+            raise error(
+                ErrorCode.GOAL_ILLEGAL_TRANSITION,
+                f"the goal is {row['state']}",
+                path=goal_id,
+                expected="a READY goal ('goal resume' continues one)",
+            )
+        goal = row["goal"]
+        me = _operator()
+        policy = authority or AuthorityPolicy(actors={me: ("maintainer",)}, approver=me)
+        delivery = admit(
+            parse_graph(render(goal)),
+            delivery_input(goal),
+            authority=policy,
+            executors=executors(goal),
+            operations=frozenset({**BUILTIN, **OPERATIONS}),
+            nonce=goal.id,
+        )
+        self.goals.advance(goal_id, expected, state="STARTED", delivery=delivery.delivery_id)
+        await self.host.run(delivery, seed=goal.project, created_by=f"goal:{goal.id}")
+        return self.view(goal_id)
+
+    async def resume(self, goal_id: str, expected: int, reason: str) -> dict[str, Any]:
+        """Continue a blocked goal under explicit authority (a directive, never a guess)."""
+        row = self.goals.check_version(goal_id, expected)
+        view = self.view(goal_id)
+        delivery = row["delivery"]
+        if row["state"] != "STARTED" or delivery is None:
+            raise error(
+                ErrorCode.GOAL_ILLEGAL_TRANSITION,
+                f"the goal is {row['state']}",
+                path=goal_id,
+                expected="a started goal",
+            )
+        status = view.get("delivery_status")
+        if view["run_status"] != "BLOCKED":
+            raise error(
+                ErrorCode.GOAL_ILLEGAL_TRANSITION,
+                f"the goal is {view['run_status']}, not BLOCKED",
+                path=goal_id,
+                expected="a blocked goal (answer questions with 'execsys input')",
+            )
+        self.goals.advance(goal_id, expected, state="STARTED")
+        if status in {"stopped", "intervention", "running"}:
+            await self.host.recover(delivery, "continue", reason=reason)
+        else:
+            # A failed phase (e.g. a transient backend error): retry it from the last
+            # savepoint, which the journal records as an invalidation, not an erasure.
+            savepoints = self.host.inspect(delivery).get("savepoints") or []
+            if not savepoints:
+                raise error(
+                    ErrorCode.DIRECTIVE_NOT_APPLICABLE, "no savepoint to retry from", path=goal_id
+                )
+            await self.host.recover(
+                delivery,
+                "restart-from-savepoint",
+                reason=reason,
+                savepoint=savepoints[-1]["savepoint"],
+            )
+        return self.view(goal_id)
+
+    async def cancel(self, goal_id: str, expected: int, reason: str) -> dict[str, Any]:
+        """Stop dispatch, interrupt active work, record CANCELLED (never CLOSED)."""
+        row = self.goals.check_version(goal_id, expected)
+        if row["state"] == "CANCELLED":
+            raise error(ErrorCode.GOAL_CANCELLED, "the goal is already cancelled", path=goal_id)
+        if row["delivery"] is not None:
+            status = self.host.status(row["delivery"]).status.value
+            if status == "completed":
+                raise error(
+                    ErrorCode.GOAL_ILLEGAL_TRANSITION,
+                    "the goal is closed",
+                    path=goal_id,
+                    expected="a goal that has not closed",
+                )
+            if status not in {"failed", "cancelled", "retired"}:
+                await self.host.cancel(row["delivery"], reason=reason)
+        self.goals.advance(goal_id, expected, state="CANCELLED")
+        return self.view(goal_id)
+
+    def view(self, goal_id: str) -> dict[str, Any]:
+        """The goal's status document."""
+        return goal_view(self.goals.get(goal_id), self.host)
+
+    def audit(self, goal_id: str) -> dict[str, Any]:
+        """The goal's audit document."""
+        return audit(self.goals.get(goal_id), self.host)
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every goal."""
+        return self.goals.list()

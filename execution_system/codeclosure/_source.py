@@ -1,0 +1,33 @@
+"""The candidate's source identity: one digest over every file's path, mode and content.
+
+Used by the runtime's freeze and check agents, so the digest a check binds its
+evidence to is computed exactly as the digest the freeze recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+from contracts import Digest, digest_of
+
+
+def source_digest(root: Path) -> tuple[Digest, int]:
+    """(digest, file count) of the tree under ``root`` (symlinks by target, no dirs)."""
+    entries = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            info = path.lstat()
+            rel = path.relative_to(root).as_posix()
+            if stat.S_ISLNK(info.st_mode):
+                content = os.readlink(path).encode()
+                mode = 0
+            else:
+                content = path.read_bytes()
+                mode = stat.S_IMODE(info.st_mode)
+            entries.append([rel, mode, hashlib.sha256(content).hexdigest()])
+    return digest_of(entries), len(entries)

@@ -1,0 +1,205 @@
+"""Goal status and audit, derived from the Host's records (never stored as authority).
+
+Four separate dimensions: the *phase* (what kind of work is allowed now), the
+*run status* (whether it can progress), the *attempt* (bounded executions of
+the phase's node) and the *candidate generation* (IMPLEMENT's activations,
+each MUTABLE -> FREEZING -> FROZEN -> ACCEPTED | REJECTED | INVALIDATED).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from execution_system.codeclosure._failures import RUN_STATUS_OF, RunStatus, classify
+from execution_system.codeclosure._graph import PHASES
+
+_PHASE_OF = {
+    "EVIDENCE_JOIN": "EVIDENCE_BUILD",
+    "DECISION": "FINAL_VERIFY",
+    "REEVALUATE": "FINAL_VERIFY",
+    "CLOSED": "CLOSEOUT",
+}
+
+
+def phase_of(node: str) -> str | None:
+    """The CodeClosure phase a node belongs to (None for outcome terminals)."""
+    if node in PHASES:
+        return node
+    if node.startswith("check_"):
+        return "EVIDENCE_BUILD"
+    return _PHASE_OF.get(node)
+
+
+def run_status(
+    state: str, delivery_status: str | None, outcome: str | None, failed_code: str | None
+) -> tuple[RunStatus, str]:
+    """(run status, detail) from the goal's and its delivery's states."""
+    if state == "CANCELLED" or delivery_status == "cancelled":
+        return RunStatus.CANCELLED, "cancelled by request (never closed)"
+    if delivery_status is None:
+        return RunStatus.READY, "created; not started"
+    if delivery_status == "completed":
+        return RunStatus.CLOSED, "closed with a current ACCEPT"
+    if delivery_status in {"suspended", "waiting"}:
+        return RunStatus.WAITING_FOR_INPUT, delivery_status
+    if delivery_status == "running":
+        return RunStatus.RUNNING, "running"
+    if delivery_status in {"stopped", "intervention"}:
+        return RunStatus.BLOCKED, f"{delivery_status}: needs a directive"
+    if outcome == "blocked":
+        return RunStatus.BLOCKED, "REJECT_BLOCKED: the candidate cannot be repaired further"
+    failure = classify(failed_code or outcome)
+    if failure is None:
+        return RunStatus.FAILED, outcome or "failed"
+    return RUN_STATUS_OF[failure], f"{failure.value} ({failed_code or outcome})"
+
+
+def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
+    """The ``goal status`` document."""
+    goal = row["goal"]
+    view: dict[str, Any] = {
+        "goal": goal.id,
+        "version": row["version"],
+        "objective": goal.objective,
+        "delivery": row["delivery"],
+        "phase": "DISCOVERY",
+        "attempt": 0,
+        "generation": 0,
+        "decision": None,
+        "candidates": [],
+    }
+    if row["delivery"] is None:
+        status, detail = run_status(row["state"], None, None, None)
+        return {**view, "run_status": status.value, "detail": detail}
+    report = host.inspect(row["delivery"])
+    events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
+    failed_code = next(
+        (
+            e["error"]["code"]
+            for e in reversed(events)
+            if e["transition"] == "work-failed" and e.get("error")
+        ),
+        None,
+    )
+    status, detail = run_status(
+        row["state"],
+        report["status"],
+        report.get("outcome"),
+        failed_code if report["status"] == "failed" else None,
+    )
+    phase = "DISCOVERY"
+    for event in events:
+        found = phase_of(event["node"])
+        if found is not None:
+            phase = found
+    nodes = report.get("nodes", {})
+    node = phase if phase != "EVIDENCE_BUILD" else "EVIDENCE_BUILD"
+    decision = _latest_decision(host, events)
+    view.update(
+        phase=phase,
+        run_status=status.value,
+        detail=detail,
+        attempt=nodes.get(node, {}).get("attempts", 0),
+        generation=nodes.get("IMPLEMENT", {}).get("activations", 0),
+        decision=decision,
+        candidates=candidates(host, events),
+        delivery_status=report["status"],
+        question=report.get("suspension"),
+        wait=report.get("wait"),
+    )
+    return view
+
+
+def _latest_decision(host: Any, events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for event in reversed(events):
+        if (
+            event["node"] in {"FINAL_VERIFY", "REEVALUATE"}
+            and event["transition"] == "work-completed"
+        ):
+            output = _output(host, event)
+            if output is not None:
+                return {
+                    "node": event["node"],
+                    "generation": output.get("generation"),
+                    "decision": output["decision"],
+                    "manifest": output["manifest"],
+                    "feedback": output.get("feedback", ""),
+                }
+    return None
+
+
+def _output(host: Any, event: dict[str, Any]) -> dict[str, Any] | None:
+    for ref in event.get("refs", []):
+        if ref["kind"] == "output":
+            value = host.record(ref["digest"])
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def candidates(host: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each candidate generation and its state, from the journal."""
+    gens: list[dict[str, Any]] = []
+    for event in events:
+        node, kind = event["node"], event["transition"]
+        if node == "IMPLEMENT" and kind == "work-started" and event["attempt"]["sequence"] == 1:
+            gens.append(
+                {"generation": len(gens) + 1, "state": "MUTABLE", "frozen": None, "decision": None}
+            )
+        if not gens:
+            continue
+        current = gens[-1]
+        if node == "SOURCE_FREEZE" and kind == "work-started":
+            current["state"] = "FREEZING"
+        elif node == "SOURCE_FREEZE" and kind == "work-completed":
+            current["state"] = "FROZEN"
+            current["frozen"] = (_output(host, event) or {}).get("frozen")
+        elif node == "SOURCE_FREEZE" and kind == "work-invalidated":
+            current["state"] = "INVALIDATED"
+        elif node in {"FINAL_VERIFY", "REEVALUATE"} and kind == "work-completed":
+            decided = (_output(host, event) or {}).get("decision")
+            current["decision"] = decided
+            if decided in {"REJECT_REPAIRABLE", "REJECT_BLOCKED", "ENGINE_ERROR"}:
+                current["state"] = "REJECTED"
+        elif node == "CLOSEOUT" and kind == "work-completed":
+            current["state"] = "ACCEPTED"
+        elif (
+            kind == "work-failed"
+            and (event.get("error") or {}).get("code") == "CUSTODY_WRITE_UNDER_READ"
+            and current["state"] == "FROZEN"
+        ):
+            current["state"] = "INVALIDATED"
+    return gens
+
+
+def audit(row: dict[str, Any], host: Any) -> dict[str, Any]:
+    """The ``goal audit`` document: the journal in readable form, and every decision."""
+    view = goal_view(row, host)
+    if row["delivery"] is None:
+        return {**view, "journal": [], "decisions": [], "evidence": []}
+    events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
+    journal = [
+        {
+            "ordinal": e["ordinal"],
+            "node": e["node"],
+            "activation": e["activation"],
+            "transition": e["transition"],
+            "state": e["result_state"],
+            "actor": e["actor"]["id"],
+            "time": e["time"],
+            "error": (e.get("error") or {}).get("code"),
+        }
+        for e in events
+    ]
+    decisions, evidence = [], []
+    for event in events:
+        if event["transition"] != "work-completed":
+            continue
+        output = _output(host, event)
+        if output is None:
+            continue
+        if event["node"] in {"FINAL_VERIFY", "REEVALUATE"}:
+            decisions.append({"node": event["node"], "ordinal": event["ordinal"], **output})
+        if event["node"].startswith("check_"):
+            evidence.append({"ordinal": event["ordinal"], **output["evidence"]})
+    return {**view, "journal": journal, "decisions": decisions, "evidence": evidence}

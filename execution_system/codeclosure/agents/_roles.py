@@ -1,0 +1,140 @@
+"""The runtime roles: discovery, planner, freeze, check, and the patch worker."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from contracts import digest_of
+from execution_system.codeclosure._source import source_digest
+
+Role = Callable[[dict[str, Any], list[str]], dict[str, Any]]
+OBSERVATION_WINDOW_S = 0.2
+CHECK_TIMEOUT_S = 900.0
+
+
+def _done(**output: Any) -> dict[str, Any]:
+    return {"status": "completed", "output": output}
+
+
+def discovery(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
+    """Record the base identity of the project and what it contains (read only)."""
+    digest, files = source_digest(Path.cwd())
+    tops = sorted({p.split("/", 1)[0] for p in _files(Path.cwd())})
+    return _done(
+        facts={
+            "base": digest,
+            "files": files,
+            "top_level": tops[:50],
+            "objective": request["input"]["objective"],
+        }
+    )
+
+
+def _files(root: Path) -> list[str]:
+    return [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+
+
+def planner(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
+    """Plan: every check is an obligation; the criteria become the plan's checklist."""
+    data = request["input"]
+    lines = [f"Objective: {data['objective']}"]
+    lines += [f"- criterion: {c}" for c in data["criteria"]]
+    lines += [
+        f"- verify with: {name}" + (" (required)" if name in data["required"] else "")
+        for name in data["checks"]
+    ]
+    return _done(obligations=[f"check_{name}" for name in data["checks"]],
+                 plan="\n".join(lines))
+
+
+def freeze(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
+    """Compute the candidate digest twice across an observation window; it must not move."""
+    first, files = source_digest(Path.cwd())
+    time.sleep(OBSERVATION_WINDOW_S)
+    second, _ = source_digest(Path.cwd())
+    if first != second:
+        return {"status": "failed", "reason": "source-changed-during-freeze"}
+    return _done(frozen=first, files=files)
+
+
+def check(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
+    """Run one check against a scratch copy of the frozen candidate; bind the evidence."""
+    name = args[0]
+    data = request["input"]
+    argv = list(data["checks"][name])
+    spec = digest_of({"check": name, "argv": argv})
+    with tempfile.TemporaryDirectory(prefix="execsys-check-") as scratch:
+        copy = Path(scratch) / "candidate"
+        shutil.copytree(Path.cwd(), copy, symlinks=True)
+        observed, _ = source_digest(copy)
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=copy,
+                capture_output=True,
+                timeout=CHECK_TIMEOUT_S,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except FileNotFoundError:
+            return {"status": "failed", "reason": "check-cannot-start"}
+        except subprocess.TimeoutExpired:
+            return {"status": "failed", "reason": "check-timed-out", "retryable": True}
+        duration = time.monotonic() - started
+    output = done.stdout + done.stderr
+    tail = (output.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+    return _done(
+        evidence={
+            "check": name,
+            "exit_status": done.returncode,
+            "output_digest": "sha256:" + hashlib.sha256(output).hexdigest(),
+            "duration_s": round(duration, 3),
+            "frozen": observed,
+            "spec": spec,
+            "tail": tail,
+        }
+    )
+
+
+def patch(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
+    """Apply generation N's patch (the Nth file; the last repeats) to the candidate."""
+    worker = request["input"]["worker"]
+    if worker.get("ask") and request["turn"] == 1:
+        return {
+            "status": "needs-input",
+            "question": worker["ask"],
+            "session": f"patch-{request['invocation']}",
+        }
+    patches = worker["patches"]
+    chosen = patches[min(request["activation"], len(patches)) - 1]
+    done = subprocess.run(
+        ["patch", "-p1", "--batch", "--forward", "--silent", "-i", chosen],
+        capture_output=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        return {"status": "failed", "reason": "patch-does-not-apply"}
+    for leftover in Path.cwd().rglob("*.orig"):
+        leftover.unlink()
+    note = f" (answer: {request['response']})" if request.get("response") is not None else ""
+    return _done(
+        summary=f"applied {Path(chosen).name} for generation {request['activation']}{note}"
+    )
+
+
+ROLES: dict[str, Role] = {
+    "discovery": discovery,
+    "planner": planner,
+    "freeze": freeze,
+    "check": check,
+    "patch": patch,
+}
