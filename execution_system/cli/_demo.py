@@ -28,13 +28,22 @@ def _rule(title: str) -> None:
 
 def register(commands: Any) -> None:
     """Add ``execsys demo``."""
-    demo = commands.add_parser("demo", help="run the demonstration workflow and explain it")
+    demo = commands.add_parser("demo", help="run the demonstration workflows and explain them")
     demo.add_argument("--store", metavar="URL", help="store URL (default: the embedded SQLite)")
+    demo.add_argument(
+        "--triage",
+        action="store_true",
+        help="run the triage example (a generic graph) instead of CodeClosure",
+    )
     demo.set_defaults(handler=run_demo)
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Run the triage example and narrate it."""
+    """Run the CodeClosure demo (default) or the triage example, and narrate it."""
+    if not args.triage:
+        from execution_system.cli._demo_closure import run_closure_demo
+
+        return asyncio.run(run_closure_demo(args.store))
     folder = resources.files("execution_system") / "examples" / "triage"
     with resources.as_file(folder) as path:
         return asyncio.run(_demo(Path(path), args.store))

@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``execsys`` parser."""
-    from execution_system.cli import _delivery, _demo, _graph, _journal, _operator
+    from execution_system.cli import _delivery, _demo, _goal, _graph, _journal, _operator
 
     parser = _Parser(
         prog="execsys",
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     _delivery.register(commands)
     _journal.register(commands)
     _operator.register(commands)
+    _goal.register(commands)
     _demo.register(commands)
     return parser
 

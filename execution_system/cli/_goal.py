@@ -1,0 +1,256 @@
+"""``execsys goal create | start | status | resume | cancel | audit``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from typing import Any
+
+from execution_system.cli._output import emit, emit_json
+
+DEFAULT_CHECK = f"tests={shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
+
+
+def register(commands: Any) -> None:
+    """Add the ``goal`` command group."""
+    goal = commands.add_parser("goal", help="CodeClosure: carry a code change to closeout")
+    sub = goal.add_subparsers(dest="goal_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    create = sub.add_parser("create", help="create a goal (nothing runs yet)")
+    create.add_argument("--objective", required=True, metavar="TEXT", help="what should be true")
+    create.add_argument("--project", required=True, metavar="DIR", help="the project folder")
+    create.add_argument(
+        "--criterion",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="an acceptance criterion (repeat; at least one)",
+    )
+    create.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="NAME=CMD",
+        help=f"a verification check (repeat; default: {DEFAULT_CHECK})",
+    )
+    create.add_argument(
+        "--required",
+        action="append",
+        metavar="NAME",
+        help="a check that must pass (repeat; default: every check)",
+    )
+    create.add_argument(
+        "--protect",
+        action="append",
+        metavar="PATH",
+        help="a path the implementation may not change (default: tests)",
+    )
+    create.add_argument(
+        "--max-generations",
+        type=int,
+        default=3,
+        metavar="N",
+        help="candidate generations repairs may create (default 3)",
+    )
+    worker = create.add_mutually_exclusive_group(required=True)
+    worker.add_argument(
+        "--worker-command", metavar="CMD", help="a CLI coding agent speaking the executor protocol"
+    )
+    worker.add_argument(
+        "--patch",
+        action="append",
+        metavar="FILE",
+        help="scripted worker: generation N applies the Nth patch (repeat)",
+    )
+    create.add_argument(
+        "--ask", metavar="QUESTION", help="scripted worker: ask this first (an action-input)"
+    )
+    _common(create)
+    create.set_defaults(handler=_create)
+
+    for name, help_text in (
+        ("start", "start a READY goal"),
+        ("resume", "continue a BLOCKED goal under your authority"),
+        ("cancel", "cancel a goal (recorded CANCELLED, never CLOSED)"),
+    ):
+        command = sub.add_parser(name, help=help_text)
+        command.add_argument("goal", metavar="GOAL", help="goal id")
+        command.add_argument(
+            "--expected-version",
+            type=int,
+            required=True,
+            metavar="N",
+            help="the version 'goal status' showed (stale ones are refused)",
+        )
+        if name == "start":
+            command.add_argument(
+                "--authority",
+                metavar="FILE",
+                help="authority policy (default: you are the maintainer)",
+            )
+        else:
+            command.add_argument("--reason", required=True, metavar="TEXT", help="why")
+        _common(command)
+        command.set_defaults(handler=_lifecycle, action=name)
+
+    status = sub.add_parser("status", help="phase, run status, attempt, generation, decision")
+    status.add_argument("goal", metavar="GOAL", nargs="?", help="goal id (default: list)")
+    _common(status)
+    status.set_defaults(handler=_status)
+
+    audit = sub.add_parser("audit", help="the goal's journal and decisions, readable")
+    audit.add_argument("goal", metavar="GOAL", help="goal id")
+    _common(audit)
+    audit.set_defaults(handler=_audit)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL", help="store URL")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+
+
+def _runtime(args: argparse.Namespace) -> Any:
+    from execution_system.codeclosure import GoalRuntime
+
+    return GoalRuntime(args.store)
+
+
+def _create(args: argparse.Namespace) -> int:
+    from execution_system.codeclosure import CommandWorker, PatchWorker, parse_check
+
+    checks = dict(parse_check(text) for text in (args.check or [DEFAULT_CHECK]))
+    worker: Any
+    if args.worker_command:
+        worker = CommandWorker(argv=tuple(shlex.split(args.worker_command)))
+    else:
+        from pathlib import Path
+
+        worker = PatchWorker(
+            patches=tuple(str(Path(p).resolve()) for p in args.patch), ask=args.ask
+        )
+    runtime = _runtime(args)
+    try:
+        view = runtime.create(
+            objective=args.objective,
+            project=args.project,
+            criteria=args.criterion,
+            checks=checks,
+            required=args.required,
+            protected=args.protect,
+            max_generations=args.max_generations,
+            worker=worker,
+        )
+    finally:
+        runtime.close()
+    return _show(view, args.json)
+
+
+def _lifecycle(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    try:
+        if args.action == "start":
+            authority = None
+            if args.authority:
+                from execution_system import load_document, parse_authority
+
+                authority = parse_authority(load_document(args.authority))
+            view = asyncio.run(runtime.start(args.goal, args.expected_version, authority=authority))
+        elif args.action == "resume":
+            view = asyncio.run(runtime.resume(args.goal, args.expected_version, args.reason))
+        else:
+            view = asyncio.run(runtime.cancel(args.goal, args.expected_version, args.reason))
+    finally:
+        runtime.close()
+    return _show(view, args.json)
+
+
+def _status(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    try:
+        if args.goal is None:
+            goals = runtime.list()
+            if args.json:
+                emit_json({"goals": goals})
+            for goal in goals:
+                emit(
+                    f"{goal['goal']}  v{goal['version']}  {goal['state']:<9}  "
+                    f"{goal['objective'][:60]}"
+                )
+            return 0
+        view = runtime.view(args.goal)
+    finally:
+        runtime.close()
+    return _show(view, args.json)
+
+
+def _show(view: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        emit_json(view)
+        return 0
+    emit(f"goal {view['goal']} (version {view['version']}): {view['objective']}")
+    emit(f"  phase       {view['phase']}")
+    emit(f"  run status  {view['run_status']} - {view['detail']}")
+    emit(f"  generation  {view['generation']}    attempt {view['attempt']}")
+    decision = view.get("decision")
+    if decision:
+        emit(
+            f"  decision    {decision['decision']} (generation {decision['generation']}, "
+            f"manifest {decision['manifest']})"
+        )
+        if decision.get("feedback"):
+            emit(f"              {decision['feedback']}")
+    for candidate in view.get("candidates", []):
+        emit(
+            f"  candidate   generation {candidate['generation']}: {candidate['state']}"
+            + (f", frozen {candidate['frozen']}" if candidate.get("frozen") else "")
+        )
+    question = view.get("question")
+    if question:
+        emit(f"  question    {question['question']}")
+        emit(
+            f"              answer: execsys input {view['delivery']} --correlation "
+            f"{question['correlation']} --response FILE"
+        )
+    wait = view.get("wait")
+    if wait:
+        emit(
+            f"  waiting     for a {wait['kind']} at {wait['node']}: execsys resolve "
+            f"{view['delivery']} --node {wait['node']} --actor YOU --role maintainer "
+            "--result FILE"
+        )
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    try:
+        report = runtime.audit(args.goal)
+    finally:
+        runtime.close()
+    if args.json:
+        emit_json(report)
+        return 0
+    _show(report, False)
+    emit("  journal:")
+    for event in report["journal"]:
+        error = f"  [{event['error']}]" if event["error"] else ""
+        emit(
+            f"    {event['ordinal']:>4}  {event['node']:<16} #{event['activation']:<2} "
+            f"{event['transition']:<22} -> {event['state']:<11} by {event['actor']}{error}"
+        )
+    emit("  evidence:")
+    for item in report["evidence"]:
+        emit(
+            f"    {item['check']}: exit {item['exit_status']} in {item['duration_s']}s, bound to "
+            f"{item['frozen']} (spec {item['spec'][:19]}...)"
+        )
+    emit("  decisions:")
+    for item in report["decisions"]:
+        emit(
+            f"    #{item['ordinal']} {item['node']}: {item['decision']} over manifest "
+            f"{item['manifest']}"
+        )
+    return 0
