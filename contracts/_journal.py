@@ -112,7 +112,16 @@ def format_time(moment: datetime) -> str:
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("journal times must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    u = moment.astimezone(UTC)
+    if u.year < 1000:
+        # The platform's own spelling (not four digits), which the schema refuses.
+        return u.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Same characters as strftime("%Y-%m-%dT%H:%M:%S.%fZ") for years 1000-9999,
+    # without the C library round trip (tests compare the two).
+    return (
+        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
+        f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
+    )
 
 
 @unique

@@ -8,7 +8,6 @@ through ``execsys input`` by a separate process, then closes the goal.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys

@@ -50,8 +50,7 @@ def planner(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
         f"- verify with: {name}" + (" (required)" if name in data["required"] else "")
         for name in data["checks"]
     ]
-    return _done(obligations=[f"check_{name}" for name in data["checks"]],
-                 plan="\n".join(lines))
+    return _done(obligations=[f"check_{name}" for name in data["checks"]], plan="\n".join(lines))
 
 
 def freeze(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
