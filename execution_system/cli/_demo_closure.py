@@ -8,8 +8,8 @@ through ``execsys input`` by a separate process, then closes the goal.
 
 from __future__ import annotations
 
+import asyncio
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -147,10 +147,16 @@ async def run_closure_demo(store: str | None) -> int:
             "answering through: execsys input DELIVERY --correlation "
             f"{question['correlation'][:10]}... --response answer.json"
         )
-        done = subprocess.run(
-            command, capture_output=True, text=True, check=False, env=dict(os.environ)
+        # A separate process, as the agent's operator would run it.
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(os.environ),
         )
-        emit(f"  -> {done.stdout.strip().splitlines()[0] if done.stdout else done.stderr}")
+        out, err = await process.communicate()
+        text = out.decode().strip().splitlines()
+        emit(f"  -> {text[0] if text else err.decode().strip()}")
         view = runtime.view(created["goal"])
         _show(view)
         second_ok = view["run_status"] == "CLOSED"

@@ -206,6 +206,31 @@ def encode_record_with_digest(record: JournalRecord) -> tuple[Digest, bytes]:
     return digest, dumps_canonical(fields)
 
 
+def encode_split(low: dict[str, Any], high: dict[str, Any]) -> tuple[Digest, bytes]:
+    """Digest and stored line of a record whose fields come as two halves.
+
+    ``low`` holds the members that sort before ``digest``, ``high`` those that
+    sort after it. Canonical JSON of an object is its members in sorted order,
+    so the record's canonical JSON is the two halves joined, and the stored
+    line is the same with ``"digest":...`` between them: one dump per half
+    instead of dumping the whole record twice.
+    """
+    left = dumps_canonical(low)[:-1] if low else b"{"  # '{...' without its '}'
+    right = dumps_canonical(high)[1:] if high else b"}"  # '...}' without its '{'
+    between = b"," if low and high else b""
+    digest = sha256_digest(left + between + right)
+    line = b"".join(
+        (
+            left,
+            b"," if low else b"",
+            b'"' + DIGEST_KEY.encode() + b'":"' + digest.encode() + b'"',
+            b"," if high else b"",
+            right,
+        )
+    )
+    return digest, line
+
+
 def encode_record(record: JournalRecord) -> bytes:
     """Return the stored line of ``record`` (canonical JSON with ``digest``; no newline)."""
     return encode_record_with_digest(record)[1]
