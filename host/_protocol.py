@@ -57,6 +57,12 @@ class CoordinatorHost(Protocol):
         """Stop the delivery and end it as cancelled (nothing can continue it)."""
         ...
 
+    async def invalidate(
+        self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
+    ) -> StatusReport:
+        """Invalidate a node's latest activation and everything that depended on it."""
+        ...
+
     async def retire(
         self, delivery_id: str, authorization: str, *, actor: str = "operator"
     ) -> dict[str, Any]:

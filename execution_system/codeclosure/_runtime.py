@@ -8,6 +8,7 @@ custody, the journal, suspensions, directives) apply to every phase.
 from __future__ import annotations
 
 import getpass
+import json
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,25 @@ class GoalRuntime:
         )
         self.goals.advance(goal_id, expected, state="STARTED", delivery=delivery.delivery_id)
         await self.host.run(delivery, seed=goal.project, created_by=f"goal:{goal.id}")
+        await self._after_run(delivery.delivery_id)
         return self.view(goal_id)
+
+    async def _after_run(self, delivery: str) -> None:
+        """A frozen source that changed invalidates its generation and evidence."""
+        report = self.host.inspect(delivery)
+        if report["status"] != "failed":
+            return
+        events = [json.loads(line) for line in self.host.journal_lines(delivery)[1:]]
+        last_failure = next((e for e in reversed(events) if e["transition"] == "work-failed"), None)
+        code = ((last_failure or {}).get("error") or {}).get("code")
+        frozen = report["nodes"].get("SOURCE_FREEZE", {}).get("state") == "completed"
+        if code == ErrorCode.CUSTODY_WRITE_UNDER_READ.value and frozen:
+            await self.host.invalidate(
+                delivery,
+                "SOURCE_FREEZE",
+                actor="codeclosure",
+                reason="the frozen source changed after the freeze; its evidence is void",
+            )
 
     async def resume(self, goal_id: str, expected: int, reason: str) -> dict[str, Any]:
         """Continue a blocked goal under explicit authority (a directive, never a guess)."""

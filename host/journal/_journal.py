@@ -29,11 +29,11 @@ from contracts._journal import (
 )
 from host.journal._chain import ChainCheck
 from host.journal._codec import (
-    DIGEST_KEY,
     ENUM_VALUES,
     at,
     dumps_canonical,
     encode_record_with_digest,
+    encode_split,
     record_digest,
     sha256_digest,
 )
@@ -226,37 +226,39 @@ class Journal:
             event = JournalEvent(**values)
         check_event(state, event)
         # The stored fields: the command's content already holds every nested value
-        # in its JSON form (equal to ``event_fields(event)``; tests pin this).
-        fields: dict[str, Any] = {
-            "record": "event",
+        # in its JSON form (together equal to ``event_fields(event)``; tests pin
+        # this), split around where ``digest`` sorts (see encode_split).
+        low = {
+            "activation": content["activation"],
+            "actor": content["actor"],
+            "approvals": content["approvals"],
+            "attempt": content["attempt"],
+            "authorization": content["authorization"],
+            "batch": None,
+        }
+        high = {
+            "error": content["error"],
             "execution": values["execution"],
+            "invalidation": None,
+            "node": content["node"],
             "ordinal": ordinal,
+            "predecessors": content["predecessors"],
             "prior": values["prior"],
+            "prior_state": content["expected_state"],
+            "rationale": content["rationale"],
+            "record": "event",
+            "refs": content["refs"],
             "request": command.request,
             "request_digest": request_digest,
-            "node": content["node"],
-            "activation": content["activation"],
-            "prior_state": content["expected_state"],
             "result_state": ENUM_VALUES[result_state],
-            "transition": content["transition"],
-            "actor": content["actor"],
-            "time": time,
-            "rationale": content["rationale"],
-            "attempt": content["attempt"],
-            "refs": content["refs"],
-            "authorization": content["authorization"],
-            "approvals": content["approvals"],
-            "error": content["error"],
-            "predecessors": content["predecessors"],
-            "batch": None,
-            "invalidation": None,
             "successor": None,
+            "time": time,
+            "transition": content["transition"],
         }
-        digest = sha256_digest(dumps_canonical(fields))
-        fields[DIGEST_KEY] = digest
-        state.apply(event, digest)
+        encoded = encode_split(low, high)
+        state.apply(event, encoded[0])
         self._events.append(event)
-        self._keep(ordinal, (digest, dumps_canonical(fields)))
+        self._keep(ordinal, encoded)
         return event
 
     def invalidate(

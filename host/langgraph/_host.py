@@ -265,6 +265,12 @@ class LangGraphHost:
         """Stop the delivery and end it as cancelled (nothing can continue it)."""
         return await _operator.cancel(self, delivery_id, actor, reason)
 
+    async def invalidate(
+        self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
+    ) -> StatusReport:
+        """Invalidate a node's latest activation and everything that depended on it."""
+        return await _operator.invalidate(self, delivery_id, node, actor=actor, reason=reason)
+
     async def retire(
         self, delivery_id: str, authorization: str, *, actor: str = "operator"
     ) -> dict[str, Any]:

@@ -168,6 +168,24 @@ class JournalBook:
         return journal
 
 
+#: Validated actors by (id, kind, role): a step's drafts name the same few actors.
+_ACTORS: dict[tuple[Any, ActorKind, Any], Actor] = {}
+
+
+def _actor(ident: Any, kind: ActorKind, role: Any) -> Actor:
+    """The validated :class:`Actor`; built (and validated) once per distinct value."""
+    key = (ident, kind, role)
+    try:
+        found = _ACTORS.get(key)
+    except TypeError:  # unhashable: not a valid actor; validation says why
+        return Actor(id=ident, kind=kind, role=role)
+    if found is None:
+        found = Actor(id=ident, kind=kind, role=role)
+        if len(_ACTORS) < 256 and type(ident) is str and (role is None or type(role) is str):
+            _ACTORS[key] = found
+    return found
+
+
 def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
     # One validation call for the whole command: nested values go in as plain
     # data, so pydantic checks them in the same pass (the draft is caller data
@@ -181,11 +199,11 @@ def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
         {
             "request": draft["request"],
             "expected_head": Digest(head),
-            "actor": {
-                "id": actor.get("id", "host"),
-                "kind": kind,
-                "role": actor.get("role") if kind is ActorKind.HUMAN else None,
-            },
+            "actor": _actor(
+                actor.get("id", "host"),
+                kind,
+                actor.get("role") if kind is ActorKind.HUMAN else None,
+            ),
             "at": now,
             "rationale": draft.get("rationale", ""),
             "node": draft["node"],
@@ -197,30 +215,23 @@ def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
                 if attempt is not None
                 else None
             ),
-            "refs": tuple(_plain(ref) for ref in draft.get("refs") or ()),
+            "refs": tuple(draft.get("refs") or ()),
             "approvals": tuple(
                 {
                     "actor": a["actor"],
                     "kind": ActorKind.HUMAN,
                     "role": a["role"],
-                    "record": _plain(a["record"]),
+                    "record": a["record"],
                 }
                 for a in draft.get("approvals") or ()
             ),
-            "error": _plain(error) if error else None,
-            "authorization": _plain(authorization) if authorization else None,
+            "error": error or None,
+            "authorization": authorization or None,
             "predecessors": tuple(
                 {"node": p[0], "activation": int(p[1])} for p in draft.get("predecessors") or ()
             ),
         }
     )
-
-
-def _plain(fields: dict[str, Any]) -> dict[str, Any]:
-    """A copy of keyword-style fields, refused as ``Model(**fields)`` would refuse them."""
-    if not all(type(key) is str for key in fields):
-        raise TypeError("keywords must be strings")
-    return dict(fields)
 
 
 def _record_resolver(cur: sqlite3.Cursor) -> Callable[[RecordRef], bool]:

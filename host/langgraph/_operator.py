@@ -440,3 +440,65 @@ def _retire_rows(cur: Any, delivery_id: str, authorization: str, actor: str) -> 
         (status, time.time(), delivery_id),
     )
     return fact
+
+
+async def invalidate(
+    host: LangGraphHost, delivery_id: str, node: str, *, actor: str, reason: str
+) -> StatusReport:
+    """Invalidate ``node``'s latest activation and its whole descendant closure.
+
+    Used when a record an activation produced is found wrong after the fact (for
+    example a frozen source that changed): the journal keeps the history and
+    marks everything that depended on it as no longer current. The events
+    commit with a checkpoint, like every other journal write.
+    """
+    from contracts import digest_of
+
+    async with host._lock(delivery_id):
+        delivery = host._delivery(delivery_id)
+        token = host.leases.acquire(delivery_id, wait_s=5.0)
+        saver, graphs = host.engine()
+        graph, _ = graphs.get(delivery.graph)
+        try:
+            host.journals.register(delivery)
+            projection = host.journals.journal(delivery_id).projection()
+            latest = projection.current.get(node)  # type: ignore[call-overload]
+            if latest is None:
+                raise error(
+                    ErrorCode.DIRECTIVE_NOT_APPLICABLE,
+                    f"'{node}' never ran",
+                    path=node,
+                    expected="a node with an activation",
+                )
+            directive = {
+                "directive": "invalidate",
+                "node": node,
+                "activation": latest,
+                "actor": actor,
+                "reason": reason,
+                "id": uuid.uuid4().hex,
+            }
+            source = digest_of(directive)
+            update = {
+                "outbox": [
+                    {"type": "record", "digest": source, "value": directive},
+                    {
+                        "type": "invalidate",
+                        "request": f"invalidate/{directive['id']}",
+                        "targets": [[node, latest]],
+                        "source": {"kind": "directive", "id": directive["id"], "digest": source},
+                        "policy": "invalidate-on-drift",
+                        "actor": {"id": actor, "kind": "human"},
+                        "rationale": reason,
+                    },
+                ]
+            }
+            saver.tokens[delivery_id] = token
+            await graph.aupdate_state(host._config(delivery), update, as_node=delivery.graph.start)
+        except Exception:
+            host.journals.forget(delivery_id)
+            raise
+        finally:
+            saver.tokens.pop(delivery_id, None)
+            host.leases.release(delivery_id)
+    return host.status(delivery_id)

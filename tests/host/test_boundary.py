@@ -54,6 +54,7 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
         "recover",
         "retire",
         "cancel",
+        "invalidate",
         "needs_directive",
     }
     for name in members:
