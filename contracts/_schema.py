@@ -15,10 +15,13 @@ import difflib
 import json
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
+# jsonschema is imported on first validation: commands that validate nothing
+# (status, inspect, journal verify) must start fast.
 
 from contracts._canonical import canonical_bytes
 from contracts._errors import ErrorCode, ExecsysError, error
@@ -102,7 +105,13 @@ SUPPORTED_FORMATS = frozenset(
     {"date", "email", "ipv4", "ipv6", "regex", "uuid", "json-pointer", "relative-json-pointer"}
 )
 _KNOWN = _SCHEMA_VALUED | _SCHEMA_LIST_VALUED | _SCHEMA_MAP_VALUED | _VALUE_KEYWORDS
-_FORMAT_CHECKER = FormatChecker(sorted(SUPPORTED_FORMATS))
+
+
+@lru_cache(maxsize=1)
+def _format_checker() -> Any:
+    from jsonschema import FormatChecker
+
+    return FormatChecker(sorted(SUPPORTED_FORMATS))
 
 
 def _walk(schema: Any, path: str, root: Mapping[str, Any]) -> Iterator[ExecsysError]:
@@ -261,6 +270,9 @@ def check_schema(schema: Any, path: str) -> None:
 def _metaschema_problem(key: str) -> tuple[str, tuple[str, ...]] | None:
     # Checking against the metaschema costs ~0.3 ms; specs repeat the same
     # small port schemas many times, so the verdict is cached by content.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(json.loads(key))
     except SchemaError as exc:
@@ -270,7 +282,9 @@ def _metaschema_problem(key: str) -> tuple[str, tuple[str, ...]] | None:
 
 @lru_cache(maxsize=4096)
 def _validator_for(key: bytes) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(key), format_checker=_FORMAT_CHECKER)
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(json.loads(key), format_checker=_format_checker())
 
 
 def validator_for(schema: Any) -> Draft202012Validator:

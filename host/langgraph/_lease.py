@@ -57,6 +57,13 @@ class LeaseManager:
                     ) from None
                 time.sleep(0.01)
         try:
+            known = self.store.read(
+                "SELECT holder, token FROM execsys_leases WHERE delivery = ?", (delivery,)
+            )
+            if known and known[0][0] == self.holder:
+                # Ours already: a token changes only when ownership changes hands.
+                self._fds[delivery] = fd
+                return int(known[0][1])
             with self.store.transaction() as cur:
                 row = cur.execute(
                     "SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,)
@@ -94,19 +101,16 @@ class LeaseManager:
             os.close(fd)
 
     def release(self, delivery: str) -> None:
-        """Give the lease back (the token stays, so a late write by us is still fenced)."""
+        """Give the lease back (the token stays, so a late write by us is still fenced).
+
+        On one machine the lock is the lease, so releasing it writes nothing: the
+        row's expiry matters only to holders on other machines, which renew it.
+        """
         fd = self._fds.pop(delivery, None)
         if fd is None:
             return
-        try:
-            with self.store.transaction() as cur:
-                cur.execute(
-                    "UPDATE execsys_leases SET expires = 0 WHERE delivery = ? AND holder = ?",
-                    (delivery, self.holder),
-                )
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
     def close(self) -> None:
         """Release every lease this instance holds."""
