@@ -1,0 +1,104 @@
+"""CodeClosure orchestration overhead: the demo's run minus time inside workers and checks.
+
+Runs the demo's first scenario (a wrong patch, then a repair: two generations,
+seven phases each, one check per generation) on a fresh store, timing every
+executor turn (runtime agents, the patch worker, the checks — each a real
+process) through a wrapper around the default invoker. Orchestration is
+everything else: the Host, LangGraph, custody snapshots, the journal, the
+goal runtime. Target: under 5% of the run.
+
+Run: ``.venv/bin/python bench/closure_bench.py [--runs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from execution_system.cli._demo_closure import RIGHT, SOURCE, TEST, WRONG  # noqa: E402
+from execution_system.codeclosure import GoalRuntime, PatchWorker  # noqa: E402
+
+
+class TimedInvoker:
+    """Wraps the Host's invoker and adds up the wall time spent in executor turns."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.turns = 0
+
+    async def __call__(self, request: Any, binding: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await self.inner(request, binding, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.turns += 1
+
+
+async def one_run(folder: Path) -> tuple[float, float, int, str]:
+    project = folder / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "src" / "calc.py").write_text(SOURCE)
+    (project / "tests" / "test_calc.py").write_text(TEST)
+    (folder / "wrong.patch").write_text(WRONG)
+    (folder / "right.patch").write_text(RIGHT)
+    runtime = GoalRuntime(f"sqlite:///{folder}/state.db")
+    timer = TimedInvoker(runtime.host.invoker)
+    runtime.host.invoker = timer
+    try:
+        created = runtime.create(
+            objective="add() adds",
+            project=str(project),
+            criteria=["the test passes"],
+            checks={"tests": (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")},
+            worker=PatchWorker(patches=(str(folder / "wrong.patch"), str(folder / "right.patch"))),
+        )
+        started = time.perf_counter()
+        view = await runtime.start(created["goal"], created["version"])
+        total = time.perf_counter() - started
+    finally:
+        runtime.close()
+    return total, timer.seconds, timer.turns, view["run_status"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    for i in range(args.runs + 1):
+        with tempfile.TemporaryDirectory(prefix="closure-bench-") as tmp:
+            rows.append(asyncio.run(one_run(Path(tmp) / f"r{i}")))
+    cold, rows = rows[0], rows[1:]
+    print(f"cold first run (imports LangGraph, compiles the graph): {cold[0]:.2f} s total, "
+          f"{cold[0] - cold[1]:.2f} s outside executors ({(cold[0] - cold[1]) / cold[0]:.1%})")
+    print("CodeClosure demo scenario 1 (two generations), orchestration overhead")
+    print(
+        f"{'run':>3} {'total s':>8} {'in executors s':>15} {'turns':>6} {'overhead s':>11} "
+        f"{'overhead':>9}  status"
+    )
+    shares = []
+    for i, (total, inside, turns, status) in enumerate(rows, 1):
+        overhead = total - inside
+        shares.append(overhead / total)
+        print(
+            f"{i:>3} {total:>8.2f} {inside:>15.2f} {turns:>6} {overhead:>11.3f} "
+            f"{overhead / total:>8.1%}  {status}"
+        )
+    share = statistics.median(shares)
+    print(f"median overhead {share:.1%} (target < 5%): {'met' if share < 0.05 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
