@@ -322,6 +322,12 @@ async def _intervene(
         )
     if (result is None) == (not fail):
         raise error(ErrorCode.USAGE, "intervene needs exactly one of --result or --fail", path=node)
+    if not fail:
+        # A result must be valid before anything moves: a refusal leaves the delivery as is.
+        from host._validate import validate_outputs
+
+        spec = delivery.graph.nodes[node]
+        validate_outputs(node, getattr(spec, "outputs", {}), result)
     await _reconcile_custody(host, delivery, values)
     clear_stop(host, did)
     kind = "intervene-fail" if fail else "intervene-result"
