@@ -252,3 +252,52 @@ def test_exceeding_max_visits_fails_with_its_code(harness: Any) -> None:
     report = h.run(delivery)
     assert (report.status.value, report.outcome) == ("failed", "MAX_VISITS_EXCEEDED")
     assert len(h.invoker.calls) == 4
+
+
+def test_a_back_edge_clears_the_round_it_leaves(harness: Any) -> None:
+    # Round 1 takes the 'long' way through 'extra'; round 2 skips it. Its output
+    # must not be visible in round 2 (reads see only the current round).
+    doc = graph_doc(
+        {
+            "route": {
+                "kind": "action",
+                "executor": "route",
+                "outputs": {"way": {"enum": ["long", "short"]}},
+                "routes": {"port": "way", "cases": {"long": "extra", "short": "read"}},
+                "max_visits": 2,
+            },
+            "extra": {
+                "kind": "action",
+                "executor": "extra",
+                "outputs": {"v": {"type": "integer"}},
+                "next": "read",
+            },
+            "read": {
+                "kind": "action",
+                "executor": "read",
+                "inputs": {"v": "extra.v?"},
+                "outputs": {"again": {"enum": ["yes", "no"]}},
+                "routes": {"port": "again", "cases": {"yes": "route", "no": "done"}},
+                "max_visits": 2,
+            },
+            "done": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "route",
+    )
+    seen: list[dict[str, Any]] = []
+
+    async def read(req: InvocationRequest) -> Any:
+        seen.append(dict(req.input))
+        return reply({"again": "yes" if req.activation == 1 else "no"})
+
+    h = harness(
+        {
+            "route": lambda r: asyncio.sleep(
+                0, reply({"way": "long" if r.activation == 1 else "short"})
+            ),
+            "extra": lambda r: asyncio.sleep(0, reply({"v": 7})),
+            "read": read,
+        }
+    )
+    assert h.run(make_delivery(doc)).status.value == "completed"
+    assert seen == [{"v": 7}, {}]
