@@ -81,8 +81,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="closure-bench-") as tmp:
             rows.append(asyncio.run(one_run(Path(tmp) / f"r{i}")))
     cold, rows = rows[0], rows[1:]
-    print(f"cold first run (imports LangGraph, compiles the graph): {cold[0]:.2f} s total, "
-          f"{cold[0] - cold[1]:.2f} s outside executors ({(cold[0] - cold[1]) / cold[0]:.1%})")
+    print(
+        f"cold first run (imports LangGraph, compiles the graph): {cold[0]:.2f} s total, "
+        f"{cold[0] - cold[1]:.2f} s outside executors ({(cold[0] - cold[1]) / cold[0]:.1%})"
+    )
     print("CodeClosure demo scenario 1 (two generations), orchestration overhead")
     print(
         f"{'run':>3} {'total s':>8} {'in executors s':>15} {'turns':>6} {'overhead s':>11} "

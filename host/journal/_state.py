@@ -38,6 +38,14 @@ LIVE_STATES = frozenset({NodeState.PENDING, NodeState.READY, NodeState.ACTIVE, N
 #: States that mean "no longer current": dependents of these must be invalidated too.
 RETIRED_STATES = frozenset({NodeState.INVALIDATED, NodeState.SUPERSEDED})
 
+# Members bound once (an enum attribute look-up is a descriptor call each time).
+_DEPENDENCIES_SATISFIED = Transition.DEPENDENCIES_SATISFIED
+_WORK_STARTED = Transition.WORK_STARTED
+#: Transitions that close the open attempt.
+_ENDS_ATTEMPT = frozenset(
+    {Transition.WORK_COMPLETED, Transition.WORK_FAILED, Transition.WORK_INVALIDATED}
+)
+
 
 def authority_digest(policy: AuthorityPolicy) -> Digest:
     """Return the digest a journal header binds for ``policy``.
@@ -258,19 +266,15 @@ class ReplayState:
         record.state = event.result_state
         record.events.append(event.ordinal)
         transition = event.transition
-        if transition is Transition.DEPENDENCIES_SATISFIED:
+        if transition is _DEPENDENCIES_SATISFIED:
             record.predecessors = tuple((ref.node, ref.activation) for ref in event.predecessors)
             for pred in record.predecessors:
                 self.activations[pred].dependents.append(key)
-        elif transition is Transition.WORK_STARTED and event.attempt is not None:
+        elif transition is _WORK_STARTED and event.attempt is not None:
             record.attempts.append(
                 AttemptState(event.attempt.id, event.attempt.sequence, event.ordinal)
             )
-        elif transition in (
-            Transition.WORK_COMPLETED,
-            Transition.WORK_FAILED,
-            Transition.WORK_INVALIDATED,
-        ):
+        elif transition in _ENDS_ATTEMPT:
             attempt = record.open_attempt()
             if attempt is not None:
                 attempt.outcome = event.result_state

@@ -12,7 +12,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from contracts import AdmittedDelivery, Digest, WaitNode
 from contracts._journal import (
@@ -168,6 +169,26 @@ class JournalBook:
         return journal
 
 
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _member_table(cls: type[_E]) -> dict[str, _E]:
+    return {member.value: member for member in cls}
+
+
+_KINDS = _member_table(ActorKind)
+_STATES = _member_table(NodeState)
+_TRANSITIONS = _member_table(Transition)
+
+
+def _member(cls: type[_E], table: dict[str, _E], value: Any) -> _E:
+    """``cls(value)`` by a dict look-up (the enum call is the slow part); same refusals."""
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        return cls(value)
+
+
 #: Validated actors by (id, kind, role): a step's drafts name the same few actors.
 _ACTORS: dict[tuple[Any, ActorKind, Any], Actor] = {}
 
@@ -192,7 +213,7 @@ def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
     # and is validated in full; only the per-model round trips are saved).
     attempt = draft.get("attempt")
     actor = draft.get("actor") or {}
-    kind = ActorKind(actor.get("kind", "automation"))
+    kind = _member(ActorKind, _KINDS, actor.get("kind", "automation"))
     error = draft.get("error")
     authorization = draft.get("authorization")
     return AppendCommand.model_validate(
@@ -208,8 +229,8 @@ def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
             "rationale": draft.get("rationale", ""),
             "node": draft["node"],
             "activation": int(draft["activation"]),
-            "expected_state": NodeState(draft["prior"]),
-            "transition": Transition(draft["transition"]),
+            "expected_state": _member(NodeState, _STATES, draft["prior"]),
+            "transition": _member(Transition, _TRANSITIONS, draft["transition"]),
             "attempt": (
                 {"id": f"{draft['node']}#{draft['activation']}.{attempt}", "sequence": attempt}
                 if attempt is not None
