@@ -174,6 +174,7 @@ def _status(args: argparse.Namespace) -> int:
             goals = runtime.list()
             if args.json:
                 emit_json({"goals": goals})
+                return 0
             for goal in goals:
                 emit(
                     f"{goal['goal']}  v{goal['version']}  {goal['state']:<9}  "

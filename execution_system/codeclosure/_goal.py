@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import ErrorCode, digest_of, error
 
@@ -167,17 +167,26 @@ def new_goal(
         for patch in worker.patches:
             if not Path(patch).is_file():
                 raise error(ErrorCode.GOAL_INVALID, "patch file does not exist", path=patch)
-    return Goal(
-        id="g-" + uuid.uuid4().hex[:12],
-        objective=objective,
-        project=str(folder.resolve()),
-        criteria=tuple(c for c in criteria if c.strip()),
-        checks={k: tuple(v) for k, v in checks.items()},
-        required=tuple(chosen),
-        protected=tuple(protected if protected is not None else ["tests"]),
-        max_generations=max_generations,
-        worker=worker,
-    )
+    try:
+        return Goal(
+            id="g-" + uuid.uuid4().hex[:12],
+            objective=objective,
+            project=str(folder.resolve()),
+            criteria=tuple(c for c in criteria if c.strip()),
+            checks={k: tuple(v) for k, v in checks.items()},
+            required=tuple(chosen),
+            protected=tuple(protected if protected is not None else ["tests"]),
+            max_generations=max_generations,
+            worker=worker,
+        )
+    except ValidationError as exc:
+        # e.g. an empty objective or max_generations out of range: a coded refusal.
+        first = exc.errors(include_url=False)[0]
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            first["msg"],
+            path=".".join(str(part) for part in first["loc"]),
+        ) from None
 
 
 class GoalStore:
