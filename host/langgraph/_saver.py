@@ -152,10 +152,21 @@ class HostSaver(SqliteSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes, fenced like ``put``."""
+        """Store a task's *special* pending writes (errors, interrupts), fenced like ``put``.
+
+        A task's ordinary writes are not stored on their own: the step's checkpoint
+        carries their effect, committed with its journal events in one transaction.
+        This saves one commit (one fsync) per step; the price is that after a hard
+        crash the whole interrupted step runs again, finished siblings included,
+        with the same invocation ids and turns (the executors' idempotency keys).
+        """
         thread_id = str(config["configurable"]["thread_id"])
-        special = all(w[0] in WRITES_IDX_MAP for w in writes)
-        verb = "INSERT OR REPLACE" if special else "INSERT OR IGNORE"
+        writes = [w for w in writes if w[0] in WRITES_IDX_MAP]
+        if not writes:
+            _faults.boundary("put_writes", "before")
+            _faults.boundary("put_writes", "after")
+            return
+        verb = "INSERT OR REPLACE"
         with self.cursor() as cur:
             self._fence(cur, thread_id)
             cur.executemany(
