@@ -15,12 +15,15 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from contracts import AdmittedDelivery, Digest, WaitNode
 from contracts._journal import (
     ActivationRef,
     Actor,
     ActorKind,
     ApprovalRequirement,
+    AttemptRef,
     JournalEvent,
     JournalHeader,
     NodeDecl,
@@ -207,7 +210,78 @@ def _actor(ident: Any, kind: ActorKind, role: Any) -> Actor:
     return found
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
+    """An instance over complete, already-valid ``values`` without validating them again."""
+    made = cls.__new__(cls)
+    object.__setattr__(made, "__dict__", values)
+    object.__setattr__(made, "__pydantic_fields_set__", set(values))
+    object.__setattr__(made, "__pydantic_extra__", None)
+    object.__setattr__(made, "__pydantic_private__", None)
+    return made
+
+
+_PLAIN = frozenset({"dependencies-satisfied", "work-started", "work-completed"})
+
+
+def _plain_command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand | None:
+    """The Host's three routine transitions, built without a validation pass.
+
+    Every value here is produced by the Host's own handlers from admitted ids
+    (node ids, activation numbers, digests the Host computed), so schema
+    validation cannot fail; the journal's rules still check every event. Anything
+    else (approvals, errors, authorizations, human actors) takes the validated path.
+    """
+    if (
+        draft["transition"] not in _PLAIN
+        or draft.get("approvals")
+        or draft.get("error")
+        or draft.get("authorization")
+        or (draft.get("actor") or {}).get("kind") == "human"
+    ):
+        return None
+    attempt = draft.get("attempt")
+    node = draft["node"]
+    activation = int(draft["activation"])
+    actor = draft.get("actor") or {}
+    return _trusted(
+        AppendCommand,
+        {
+            "request": draft["request"],
+            "expected_head": Digest(head),
+            "actor": _actor(actor.get("id", "host"), ActorKind.AUTOMATION, None),
+            "at": now,
+            "rationale": draft.get("rationale", ""),
+            "node": node,
+            "activation": activation,
+            "expected_state": _STATES[draft["prior"]],
+            "transition": _TRANSITIONS[draft["transition"]],
+            "attempt": None
+            if attempt is None
+            else _trusted(
+                AttemptRef, {"id": f"{node}#{activation}.{attempt}", "sequence": int(attempt)}
+            ),
+            "refs": tuple(
+                _trusted(RecordRef, {"kind": r["kind"], "id": r["id"], "digest": r["digest"]})
+                for r in draft.get("refs") or ()
+            ),
+            "authorization": None,
+            "approvals": (),
+            "error": None,
+            "predecessors": tuple(
+                _trusted(ActivationRef, {"node": p[0], "activation": int(p[1])})
+                for p in draft.get("predecessors") or ()
+            ),
+        },
+    )
+
+
 def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
+    plain = _plain_command(draft, head, now)
+    if plain is not None:
+        return plain
     # One validation call for the whole command: nested values go in as plain
     # data, so pydantic checks them in the same pass (the draft is caller data
     # and is validated in full; only the per-model round trips are saved).
