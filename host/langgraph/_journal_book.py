@@ -162,9 +162,14 @@ class JournalBook:
                     )
                 else:
                     journal.append(_command(draft, journal.head, now))
+            rows = []
             for event in journal.events_since(before):
                 digest, line = journal.encoded(event)
-                self.store.put_journal_line(cur, delivery_id, event.ordinal, digest, line)
+                rows.append((delivery_id, event.ordinal, digest, line))
+            cur.executemany(
+                "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES (?, ?, ?, ?)",
+                rows,
+            )
         except BaseException:
             # The transaction rolls back: the in-memory journal must not stay ahead of it.
             self.forget(delivery_id)
