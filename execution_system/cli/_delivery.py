@@ -92,9 +92,15 @@ def print_status(report: Any, as_json: bool) -> int:
 def _run(args: argparse.Namespace) -> int:
     from contracts import digest_of
     from execution_system import admit, load_document, load_graph, parse_authority
-    from execution_system._compose import config_path, load_runner_config, open_runner
+    from execution_system._compose import (
+        config_path,
+        factory_config,
+        load_runner_config,
+        open_runner,
+    )
     from host import OPERATIONS
 
+    factory_config(args.store)  # a malformed store URL is reported before anything else
     spec = Path(args.spec)
     graph = load_graph(spec, operations=frozenset(OPERATIONS))
     value = load_document(args.input) if args.input else {}
