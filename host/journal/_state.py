@@ -175,6 +175,8 @@ class ReplayState:
             (header.start, 1): ActivationState(state=NodeState.READY, first=0)
         }
         self.latest: dict[NodeId, int] = {header.start: 1}
+        self.retired: dict[NodeId, int] = {}
+        """Node -> how many of its activations are invalidated or superseded."""
         self.requests: dict[str, tuple[Digest, list[int]]] = {}
         self.batch: OpenBatch | None = None
         self.head = header_digest
@@ -185,6 +187,7 @@ class ReplayState:
         twin = copy.copy(self)
         twin.activations = copy.deepcopy(self.activations)
         twin.latest = dict(self.latest)
+        twin.retired = dict(self.retired)
         twin.requests = {key: (digest, list(ords)) for key, (digest, ords) in self.requests.items()}
         twin.batch = copy.deepcopy(self.batch)
         return twin
@@ -200,14 +203,10 @@ class ReplayState:
         if found is not None:
             return found.state
         node, number = key
-        if (
-            node == self.header.start
-            and number == self.latest.get(node, 0) + 1
-            and all(
-                record.state in RETIRED_STATES
-                for (other, _), record in self.activations.items()
-                if other == node
-            )
+        latest = self.latest.get(node, 0)
+        # Activations are numbered contiguously, so "all retired" is a count.
+        if node == self.header.start and number == latest + 1 and (
+            self.retired.get(node, 0) == latest
         ):
             return NodeState.READY
         return NodeState.PENDING
@@ -263,6 +262,8 @@ class ReplayState:
             record = ActivationState(state=NodeState.PENDING, first=event.ordinal)
             self.activations[key] = record
             self.latest[event.node] = event.activation
+        if event.result_state in RETIRED_STATES and record.state not in RETIRED_STATES:
+            self.retired[event.node] = self.retired.get(event.node, 0) + 1
         record.state = event.result_state
         record.events.append(event.ordinal)
         transition = event.transition
