@@ -205,8 +205,10 @@ class ReplayState:
         node, number = key
         latest = self.latest.get(node, 0)
         # Activations are numbered contiguously, so "all retired" is a count.
-        if node == self.header.start and number == latest + 1 and (
-            self.retired.get(node, 0) == latest
+        if (
+            node == self.header.start
+            and number == latest + 1
+            and (self.retired.get(node, 0) == latest)
         ):
             return NodeState.READY
         return NodeState.PENDING
