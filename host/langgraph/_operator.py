@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from contracts import AdmittedDelivery, ErrorCode, ExecsysError, error
+from contracts import AdmittedDelivery, ErrorCode, ExecsysError, ParallelNode, error
 from contracts._status import StatusReport
 
 if TYPE_CHECKING:
@@ -217,6 +217,16 @@ async def recover(
     return host.status(delivery_id)
 
 
+def unfired_barriers(delivery: AdmittedDelivery, values: dict[str, Any]) -> list[str]:
+    """Barriers of rounds still open in ``values``: woken again, they fire if complete."""
+    found = []
+    for parallel, info in (values.get("regions") or {}).items():
+        node = delivery.graph.nodes[parallel]
+        if not info.get("fired") and isinstance(node, ParallelNode):
+            found.append(node.barrier)
+    return found
+
+
 def _directive(kind: str, actor: str, reason: str, **extra: Any) -> dict[str, Any]:
     return {"kind": kind, "actor": actor, "reason": reason, "id": uuid.uuid4().hex, **extra}
 
@@ -275,9 +285,8 @@ async def _continue(
     for node in values.get("pending") or {}:
         if node not in quiet and node not in halted:
             wake[node] = {}  # stopped before it began: run it now
-    for parallel, info in (values.get("regions") or {}).items():
-        if not info.get("fired"):
-            wake[delivery.graph.nodes[parallel].barrier] = {}  # type: ignore[union-attr]
+    for barrier in unfired_barriers(delivery, values):
+        wake[barrier] = {}
     status = row["status"]
     if not wake and status == "intervention":
         raise error(

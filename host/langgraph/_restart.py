@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from contracts import AdmittedDelivery, ErrorCode, digest_of, error
+from host.langgraph._operator import unfired_barriers
 
 if TYPE_CHECKING:
     from host.langgraph._host import LangGraphHost
@@ -199,8 +200,7 @@ def _forked_state(
         update["activations"][node] = max(
             update["activations"].get(node, 0), int(site["activation"])
         )
-    for parallel, info in (values.get("regions") or {}).items():
-        if not info.get("fired"):
-            wake[delivery.graph.nodes[parallel].barrier] = {}  # type: ignore[union-attr]
+    for barrier in unfired_barriers(delivery, values):
+        wake[barrier] = {}
     json.dumps(update)  # the update must stay JSON-native
     return update, wake
