@@ -13,61 +13,19 @@ import asyncio
 import itertools
 import operator
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-)
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
+
+from host.langgraph._async_saver import SyncBackedSaver
 
 RECURSION_LIMIT = 1_000_000
 
 
-class AsyncSqliteSaver(SqliteSaver):
-    """The stock SqliteSaver with async methods that call the sync ones."""
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async twin of get_tuple."""
-        return self.get_tuple(config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async twin of list (materialized: list() holds its lock while yielding)."""
-        for item in list(self.list(config, filter=filter, before=before, limit=limit)):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async twin of put."""
-        return self.put(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async twin of put_writes."""
-        self.put_writes(config, writes, task_id, task_path)
+# The same async delegation as the Host's saver: nothing else is added.
+AsyncSqliteSaver = SyncBackedSaver
 
 
 def saver(path: Path) -> AsyncSqliteSaver:

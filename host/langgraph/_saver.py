@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,20 +25,19 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
-    CheckpointTuple,
     get_checkpoint_metadata,
 )
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from contracts import ErrorCode, canonical_bytes, error
 from host.langgraph import _faults
+from host.langgraph._async_saver import SyncBackedSaver
 from host.langgraph._journal_book import JournalBook
 from host.langgraph._store import Store
 
 StatusDeriver = Callable[[dict[str, Any], bool], tuple[str, str | None, dict[str, Any]]]
 
 
-class HostSaver(SqliteSaver):
+class HostSaver(SyncBackedSaver):
     """SqliteSaver that commits the Host's records, journal and status with each checkpoint."""
 
     def __init__(
@@ -201,46 +200,3 @@ class HostSaver(SqliteSaver):
                 path=delivery,
                 expected=f"fencing token {row[0] if row else '?'}",
             )
-
-    # --- async twins: the stock saver raises NotImplementedError -----------------------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async twin of get_tuple."""
-        return self.get_tuple(config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async twin of list (materialized first: list() holds the lock while yielding)."""
-        items = list(self.list(config, filter=filter, before=before, limit=limit))
-        for item in items:
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async twin of put."""
-        return self.put(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async twin of put_writes."""
-        self.put_writes(config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async twin of delete_thread."""
-        self.delete_thread(thread_id)

@@ -1,0 +1,67 @@
+"""SqliteSaver with async methods that call its synchronous ones.
+
+The stock saver has no async methods (they raise NotImplementedError). Each of
+its operations is one short transaction on one connection, which serializes
+them anyway, so the async twins call the sync methods directly instead of
+hopping to a thread. The Host's saver and the benchmarks' raw baseline both
+use this class, so the two are compared on exactly the same delegation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+
+class SyncBackedSaver(SqliteSaver):
+    """The stock SqliteSaver plus async twins of its methods."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async twin of get_tuple."""
+        return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async twin of list (materialized first: list() holds the lock while yielding)."""
+        items = list(self.list(config, filter=filter, before=before, limit=limit))
+        for item in items:
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of put."""
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async twin of put_writes."""
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async twin of delete_thread."""
+        self.delete_thread(thread_id)
