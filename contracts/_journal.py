@@ -112,16 +112,13 @@ def format_time(moment: datetime) -> str:
     """
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError("journal times must be timezone-aware")
-    u = moment.astimezone(UTC)
+    u = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
     if u.year < 1000:
         # The platform's own spelling (not four digits), which the schema refuses.
         return u.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    # Same characters as strftime("%Y-%m-%dT%H:%M:%S.%fZ") for years 1000-9999,
-    # without the C library round trip (tests compare the two).
-    return (
-        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
-        f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
-    )
+    # Same characters as strftime("%Y-%m-%dT%H:%M:%S.%fZ") for years 1000-9999
+    # (tests compare the two): ISO 8601 with microseconds, "+00:00" spelled "Z".
+    return u.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 @unique
