@@ -43,6 +43,7 @@ JournalRecord = JournalHeader | JournalEvent
 
 DIGEST_KEY = "digest"
 """The line member that carries the record's digest (never covered by it)."""
+_DIGEST_NAME = DIGEST_KEY.encode()
 
 HEADER_KEYS: frozenset[str] = frozenset(JournalHeader.model_fields) | {DIGEST_KEY}
 """Exact top-level member set of a header line."""
@@ -217,18 +218,25 @@ def encode_split(low: dict[str, Any], high: dict[str, Any]) -> tuple[Digest, byt
     """
     left = dumps_canonical(low)[:-1] if low else b"{"  # '{...' without its '}'
     right = dumps_canonical(high)[1:] if high else b"}"  # '...}' without its '{'
-    between = b"," if low and high else b""
-    digest = sha256_digest(left + between + right)
-    line = b"".join(
-        (
-            left,
-            b"," if low else b"",
-            b'"' + DIGEST_KEY.encode() + b'":"' + digest.encode() + b'"',
-            b"," if high else b"",
-            right,
-        )
-    )
+    hasher = hashlib.sha256(left)
+    if low and high:
+        hasher.update(b",")
+    hasher.update(right)
+    digest = Digest("sha256:" + hasher.hexdigest())
+    member = b'"' + _DIGEST_NAME + b'":"' + digest.encode() + b'"'
+    if low and high:
+        line = b",".join((left, member, right))
+    else:
+        line = b"".join((left, b"," if low else b"", member, b"," if high else b"", right))
     return digest, line
+
+
+def encode_fields(fields: dict[str, Any]) -> tuple[Digest, bytes]:
+    """Digest and stored line of a record given as its JSON fields (``record_fields``)."""
+    return encode_split(
+        {key: value for key, value in fields.items() if key < DIGEST_KEY},
+        {key: value for key, value in fields.items() if key > DIGEST_KEY},
+    )
 
 
 def encode_record(record: JournalRecord) -> bytes:

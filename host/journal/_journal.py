@@ -1,8 +1,9 @@
 """The journal: validated appends onto a hash chain, plus rehydration.
 
-A :class:`Journal` holds the header, the events and the replay state derived
-from them. It never touches storage: the caller persists each returned event
-(in the same transaction as its checkpoint) and rebuilds the journal after a
+A :class:`Journal` holds the header, every event's JSON fields and the replay
+state derived from them (typed events are built on demand). It never touches
+storage: the caller persists each appended event's line (``lines_since``, in
+the same transaction as its checkpoint) and rebuilds the journal after a
 restart with :meth:`Journal.rehydrate`, which replays every rule.
 """
 
@@ -18,6 +19,7 @@ from contracts._errors import ErrorCode, error
 from contracts._ids import Digest, NodeId
 from contracts._journal import (
     MAX_JOURNAL_INT,
+    TRANSITIONS,
     Batch,
     InvalidationInfo,
     JournalEvent,
@@ -29,61 +31,59 @@ from contracts._journal import (
 )
 from host.journal._chain import ChainCheck
 from host.journal._codec import (
-    ENUM_VALUES,
     at,
     dumps_canonical,
+    encode_fields,
     encode_record_with_digest,
     encode_split,
+    event_fields,
     record_digest,
     sha256_digest,
 )
 from host.journal._commands import AppendCommand, BindSuccessorCommand, InvalidateCommand
 from host.journal._projection import Projection, project
 from host.journal._rules import check_event
-from host.journal._state import Key, ReplayState, SourceResolver, authority_digest
+from host.journal._state import (
+    STATE_OF,
+    TRANSITION_OF,
+    Key,
+    ReplayState,
+    SourceResolver,
+    authority_digest,
+)
 
 #: The spelling a journal time must have (the ``time`` field's pattern).
 _TIME_SPELLING = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 _INVALIDATED = Transition.WORK_INVALIDATED
 _SUCCESSOR_BOUND = Transition.SUCCESSOR_BOUND
-#: Every field of an event: a trusted event sets them all.
-_EVENT_FIELDS = frozenset(JournalEvent.model_fields)
-
-
-def _trusted_event(values: dict[str, Any]) -> JournalEvent:
-    """A :class:`JournalEvent` over ``values`` without re-validating them.
-
-    Only for values that already satisfy the schema: every field present, in
-    declaration order, each either validated where the command was built (the
-    same constrained types) or derived by the journal (digests, ordinal, time,
-    states). This is what ``model_construct`` does, minus its per-field default
-    and alias handling, which a complete, alias-free field set never needs.
-    """
-    event = JournalEvent.__new__(JournalEvent)
-    object.__setattr__(event, "__dict__", values)
-    object.__setattr__(event, "__pydantic_fields_set__", set(_EVENT_FIELDS))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
-    return event
+#: The state table in JSON values: ``(prior, transition) -> result``.
+_RESULT_VALUES = {
+    (prior.value, transition.value): result.value
+    for (prior, transition), result in TRANSITIONS.items()
+}
 
 
 class Journal:
     """One execution's transition journal (in memory; the caller persists)."""
 
-    __slots__ = ("_events", "_lines", "_state", "_time")
+    __slots__ = ("_fields", "_lines", "_state", "_time", "_typed")
 
     #: How many of the latest appended events keep their encoded line for the writer.
     KEEP_LINES = 256
 
-    def __init__(self, state: ReplayState, events: list[JournalEvent]) -> None:
+    def __init__(self, state: ReplayState) -> None:
         # Private: use create() or rehydrate(), which establish the invariants.
         self._state = state
-        self._events = events
-        # ordinal -> (digest, stored line) of recently appended events, computed once
-        # by the append and handed to the writer (bounded: see _keep).
-        self._lines: dict[int, tuple[Digest, bytes]] = {}
-        # The last (instant, spelling) formatted: one step's commands share one time.
-        self._time: tuple[datetime, str] | None = None
+        # Every event's JSON fields, by ordinal - 1: what the rules checked and the
+        # digest covers. Never mutated once appended.
+        self._fields: list[dict[str, Any]] = []
+        # The typed events, built on first use (None until then).
+        self._typed: list[JournalEvent | None] = []
+        # Ring of (ordinal, digest, stored line) of recently appended events, computed
+        # once by the append and handed to the writer (slot ``ordinal % KEEP_LINES``).
+        self._lines: list[tuple[int, Digest, bytes] | None] = [None] * self.KEEP_LINES
+        # The last (instant, spelling, fits the pattern): one step's commands share one time.
+        self._time: tuple[datetime, str, bool] | None = None
 
     @classmethod
     def create(
@@ -100,7 +100,7 @@ class Journal:
         header binds or has no human approver.
         """
         _verify_policy(header, policy)
-        return cls(ReplayState(header, record_digest(header), policy, resolver), [])
+        return cls(ReplayState(header, record_digest(header), policy, resolver))
 
     @classmethod
     def rehydrate(
@@ -119,11 +119,14 @@ class Journal:
         state = journal._state
         chain = ChainCheck(header.execution, state.head)
         for event in events:
-            digest = record_digest(event)
+            fields = event_fields(event)
+            digest = sha256_digest(dumps_canonical(fields))
             chain.event(event.execution, event.ordinal, event.prior, digest)
-            check_event(state, event)
-            state.apply(event, digest)
-            journal._events.append(event)
+            check_event(state, fields)
+            state.apply(fields, digest)
+            journal._fields.append(fields)
+            # Typed events are rebuilt on demand: a long journal keeps one copy.
+            journal._typed.append(None)
         state.finish()
         return journal
 
@@ -135,7 +138,7 @@ class Journal:
     @property
     def events(self) -> tuple[JournalEvent, ...]:
         """Every event, by ordinal."""
-        return tuple(self._events)
+        return tuple(self._event(index) for index in range(len(self._fields)))
 
     @property
     def head(self) -> Digest:
@@ -143,21 +146,43 @@ class Journal:
         return self._state.head
 
     def __len__(self) -> int:
-        return len(self._events)
+        return len(self._fields)
 
     def events_since(self, count: int) -> list[JournalEvent]:
-        """The events after the first ``count`` ones (no copy of the whole journal)."""
-        return self._events[count:]
+        """The events after the first ``count`` ones."""
+        return [self._event(index) for index in range(count, len(self._fields))]
+
+    def fields_since(self, count: int) -> list[dict[str, Any]]:
+        """JSON fields of the events after the first ``count`` ones (read only).
+
+        The same values as ``event_fields(event)`` for those events, without
+        building the typed records.
+        """
+        return self._fields[count:]
+
+    def lines_since(self, count: int) -> list[tuple[int, Digest, bytes]]:
+        """``(ordinal, digest, stored line)`` of the events after the first ``count`` ones.
+
+        Events this journal appended recently return what the append already
+        computed; older ones are encoded again (the same bytes).
+        """
+        kept = self._lines
+        size = self.KEEP_LINES
+        rows: list[tuple[int, Digest, bytes]] = []
+        for ordinal in range(count + 1, len(self._fields) + 1):
+            slot = kept[ordinal % size]
+            if slot is not None and slot[0] == ordinal:
+                rows.append(slot)
+            else:
+                rows.append((ordinal, *encode_fields(self._fields[ordinal - 1])))
+        return rows
 
     def encoded(self, event: JournalEvent) -> tuple[Digest, bytes]:
-        """Return ``(record_digest(event), encode_record(event))`` for an event.
-
-        Events this journal appended recently return the values the append
-        already computed; any other event is encoded again (the same bytes).
-        """
-        kept = self._lines.get(event.ordinal)
-        if kept is not None and self._events[event.ordinal - 1] is event:
-            return kept
+        """Return ``(record_digest(event), encode_record(event))`` for one of its events."""
+        ordinal = event.ordinal
+        if 0 < ordinal <= len(self._fields) and self._event(ordinal - 1) is event:
+            row = self.lines_since(ordinal - 1)[0]
+            return row[1], row[2]
         return encode_record_with_digest(event)
 
     def projection(self) -> Projection:
@@ -169,65 +194,56 @@ class Journal:
 
         Repeating a request (same id, same content) returns the event already
         recorded and appends nothing.
-
-        Hot path (one call per Host event): the request content is dumped once
-        and serves both the request digest and the event's stored fields; the
-        event's digest and line are computed once and kept for the writer
-        (:meth:`encoded`). ``command`` is validated when it is built; every
-        other field of the event is derived here, so the event itself is not
-        validated a second time (see :func:`_trusted_event`).
         """
-        content = command.request_content()
+        ordinal = self.append_content(
+            command.request, command.expected_head, command.at, command.request_content()
+        )
+        return self._event(ordinal - 1)
+
+    def append_content(
+        self, request: str, expected_head: Digest, at_: datetime, content: dict[str, Any]
+    ) -> int:
+        """Record one transition given as request content in JSON form; return its ordinal.
+
+        ``content`` is exactly what ``AppendCommand.request_content()`` returns
+        for the command (every member present, values in their JSON form, nested
+        values already valid against the command's schema). This is the hot path
+        (one call per Host event): the content is dumped once for the request
+        digest, its values become the event's fields, the rules read those
+        fields, and the event's digest and line are computed once and kept for
+        the writer (:meth:`lines_since`). The typed event is built only when
+        someone asks for it.
+
+        Repeating a request (same id, same content) returns the recorded ordinal.
+        """
         request_digest = sha256_digest(dumps_canonical(content))
-        known = self._known_request(command.request, request_digest)
-        if known:
-            return known[0]
-        self._check_head(command.expected_head)
-        transition = command.transition
+        state = self._state
+        known = state.requests.get(request)
+        if known is not None:
+            return self._known_request(request, request_digest)[0].ordinal
+        self._check_head(expected_head)
+        transition = TRANSITION_OF.get(content["transition"])
+        if transition is None or content["expected_state"] not in STATE_OF:
+            raise error(
+                ErrorCode.JOURNAL_MALFORMED_RECORD,
+                f"unknown transition {content['transition']!r} "
+                f"or state {content['expected_state']!r}",
+                path=at(state.count + 1),
+            )
         if transition is _INVALIDATED or transition is _SUCCESSOR_BOUND:
             raise error(
                 ErrorCode.JOURNAL_INVALID_TRANSITION,
-                f"{transition.value} is recorded by invalidate() or bind_successor()",
-                path=at(self._state.count + 1),
+                f"{content['transition']} is recorded by invalidate() or bind_successor()",
+                path=at(state.count + 1),
             )
-        state = self._state
-        prior_state = command.expected_state
-        result_state = next_state(prior_state, transition) or prior_state
+        # An inadmissible pair keeps the prior state here; check_event refuses it.
+        result_state = _RESULT_VALUES.get(
+            (content["expected_state"], content["transition"]), content["expected_state"]
+        )
         ordinal = state.count + 1
-        time = self._format_time(command.at)
-        values: dict[str, Any] = {
-            "record": "event",
-            "execution": state.header.execution,
-            "ordinal": ordinal,
-            "prior": state.head,
-            "request": command.request,
-            "request_digest": request_digest,
-            "node": command.node,
-            "activation": command.activation,
-            "prior_state": prior_state,
-            "result_state": result_state,
-            "transition": transition,
-            "actor": command.actor,
-            "time": time,
-            "rationale": command.rationale,
-            "attempt": command.attempt,
-            "refs": command.refs,
-            "authorization": command.authorization,
-            "approvals": command.approvals,
-            "error": command.error,
-            "predecessors": command.predecessors,
-            "batch": None,
-            "invalidation": None,
-            "successor": None,
-        }
-        if ordinal <= MAX_JOURNAL_INT and _TIME_SPELLING.fullmatch(time):
-            event = _trusted_event(values)
-        else:  # outside the schema: let validation refuse it exactly as it always did
-            event = JournalEvent(**values)
-        check_event(state, event)
-        # The stored fields: the command's content already holds every nested value
-        # in its JSON form (together equal to ``event_fields(event)``; tests pin
-        # this), split around where ``digest`` sorts (see encode_split).
+        time, time_fits = self._spell_time(at_)
+        # Split around where ``digest`` sorts (see encode_split); the two halves
+        # together are the event's fields, equal to ``event_fields(event)``.
         low = {
             "activation": content["activation"],
             "actor": content["actor"],
@@ -238,28 +254,34 @@ class Journal:
         }
         high = {
             "error": content["error"],
-            "execution": values["execution"],
+            "execution": state.header.execution,
             "invalidation": None,
             "node": content["node"],
             "ordinal": ordinal,
             "predecessors": content["predecessors"],
-            "prior": values["prior"],
+            "prior": state.head,
             "prior_state": content["expected_state"],
             "rationale": content["rationale"],
             "record": "event",
             "refs": content["refs"],
-            "request": command.request,
+            "request": request,
             "request_digest": request_digest,
-            "result_state": ENUM_VALUES[result_state],
+            "result_state": result_state,
             "successor": None,
             "time": time,
             "transition": content["transition"],
         }
-        encoded = encode_split(low, high)
-        state.apply(event, encoded[0])
-        self._events.append(event)
-        self._keep(ordinal, encoded)
-        return event
+        fields = low | high
+        if ordinal > MAX_JOURNAL_INT or not time_fits:
+            # Outside the schema: validation refuses it exactly as it always did.
+            JournalEvent.model_validate(fields)
+        check_event(state, fields)
+        digest, line = encode_split(low, high)
+        state.apply(fields, digest)
+        self._fields.append(fields)
+        self._typed.append(None)
+        self._lines[ordinal % self.KEEP_LINES] = (ordinal, digest, line)
+        return ordinal
 
     def invalidate(
         self, command: InvalidateCommand, resolver: SourceResolver
@@ -344,7 +366,8 @@ class Journal:
         # Built on a copy so a refusal midway leaves the journal untouched.
         trial = self._state.clone()
         trial.resolver = resolver
-        made: list[tuple[JournalEvent, tuple[Digest, bytes]]] = []
+        time = self._spell_time(command.at)[0]
+        made: list[tuple[JournalEvent, dict[str, Any], tuple[Digest, bytes]]] = []
         for index, key in enumerate(keys, start=1):
             prior = trial.state_of(key)
             event = JournalEvent(
@@ -359,33 +382,41 @@ class Journal:
                 result_state=next_state(prior, transition) or prior,
                 transition=transition,
                 actor=command.actor,
-                time=self._format_time(command.at),
+                time=time,
                 rationale=command.rationale,
                 batch=Batch(index=index, size=len(keys)),
                 **extra,
             )
-            check_event(trial, event)
-            encoded = encode_record_with_digest(event)
-            trial.apply(event, encoded[0])
-            made.append((event, encoded))
+            fields = event_fields(event)
+            check_event(trial, fields)
+            encoded = encode_fields(fields)
+            trial.apply(fields, encoded[0])
+            made.append((event, fields, encoded))
         trial.resolver = self._state.resolver
         self._state = trial
-        for event, encoded in made:
-            self._events.append(event)
-            self._keep(event.ordinal, encoded)
-        return tuple(event for event, _ in made)
+        for event, fields, (line_digest, line) in made:
+            self._fields.append(fields)
+            self._typed.append(event)
+            self._lines[event.ordinal % self.KEEP_LINES] = (event.ordinal, line_digest, line)
+        return tuple(event for event, _, _ in made)
 
-    def _keep(self, ordinal: int, encoded: tuple[Digest, bytes]) -> None:
-        self._lines[ordinal] = encoded
-        self._lines.pop(ordinal - self.KEEP_LINES, None)
+    def _event(self, index: int) -> JournalEvent:
+        """The typed event at ``index`` (ordinal - 1), built from its fields on first use."""
+        event = self._typed[index]
+        if event is None:
+            event = JournalEvent.model_validate(self._fields[index])
+            self._typed[index] = event
+        return event
 
-    def _format_time(self, moment: datetime) -> str:
+    def _spell_time(self, moment: datetime) -> tuple[str, bool]:
+        """``moment``'s spelling and whether it fits the schema's pattern (checked once)."""
         last = self._time
         if last is not None and last[0] is moment:
-            return last[1]
+            return last[1], last[2]
         spelled = format_time(moment)
-        self._time = (moment, spelled)
-        return spelled
+        fits = _TIME_SPELLING.fullmatch(spelled) is not None
+        self._time = (moment, spelled, fits)
+        return spelled, fits
 
     def _known_request(self, request: str, digest: Digest) -> tuple[JournalEvent, ...]:
         known = self._state.requests.get(request)
@@ -397,7 +428,7 @@ class Journal:
                 f"request {request!r} was recorded with other content",
                 path=at(known[1][0]),
             )
-        return tuple(self._events[ordinal - 1] for ordinal in known[1])
+        return tuple(self._event(ordinal - 1) for ordinal in known[1])
 
     def _check_head(self, expected: Digest) -> None:
         if expected != self._state.head:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from contracts._delivery import AuthorityPolicy
 from contracts._errors import ErrorCode, error
 from contracts._ids import Digest, NodeId
 from contracts._journal import (
-    JournalEvent,
     JournalHeader,
     NodeDecl,
     NodeState,
@@ -38,7 +38,12 @@ LIVE_STATES = frozenset({NodeState.PENDING, NodeState.READY, NodeState.ACTIVE, N
 #: States that mean "no longer current": dependents of these must be invalidated too.
 RETIRED_STATES = frozenset({NodeState.INVALIDATED, NodeState.SUPERSEDED})
 
+#: JSON value -> member, for reading an event's JSON fields.
+STATE_OF: dict[str, NodeState] = {member.value: member for member in NodeState}
+TRANSITION_OF: dict[str, Transition] = {member.value: member for member in Transition}
+
 # Members bound once (an enum attribute look-up is a descriptor call each time).
+_PENDING = NodeState.PENDING
 _DEPENDENCIES_SATISFIED = Transition.DEPENDENCIES_SATISFIED
 _WORK_STARTED = Transition.WORK_STARTED
 #: Transitions that close the open attempt.
@@ -256,51 +261,59 @@ class ReplayState:
         record = self.activations.get(key)
         return record.first if record is not None else self.count + 1
 
-    def apply(self, event: JournalEvent, digest: Digest) -> None:
-        """Fold an already checked event into the state."""
-        key = (event.node, event.activation)
+    def apply(self, event: dict[str, Any], digest: Digest) -> None:
+        """Fold an already checked event (its JSON fields) into the state."""
+        node = event["node"]
+        key = (node, event["activation"])
+        ordinal = event["ordinal"]
         record = self.activations.get(key)
         if record is None:
-            record = ActivationState(state=NodeState.PENDING, first=event.ordinal)
+            record = ActivationState(state=_PENDING, first=ordinal)
             self.activations[key] = record
-            self.latest[event.node] = event.activation
-        if event.result_state in RETIRED_STATES and record.state not in RETIRED_STATES:
-            self.retired[event.node] = self.retired.get(event.node, 0) + 1
-        record.state = event.result_state
-        record.events.append(event.ordinal)
-        transition = event.transition
+            self.latest[node] = key[1]
+        result = STATE_OF[event["result_state"]]
+        if result in RETIRED_STATES and record.state not in RETIRED_STATES:
+            self.retired[node] = self.retired.get(node, 0) + 1
+        record.state = result
+        record.events.append(ordinal)
+        transition = TRANSITION_OF[event["transition"]]
         if transition is _DEPENDENCIES_SATISFIED:
-            record.predecessors = tuple((ref.node, ref.activation) for ref in event.predecessors)
+            record.predecessors = tuple(
+                [(ref["node"], ref["activation"]) for ref in event["predecessors"]]
+            )
             for pred in record.predecessors:
                 self.activations[pred].dependents.append(key)
-        elif transition is _WORK_STARTED and event.attempt is not None:
-            record.attempts.append(
-                AttemptState(event.attempt.id, event.attempt.sequence, event.ordinal)
-            )
-        elif transition in _ENDS_ATTEMPT:
-            attempt = record.open_attempt()
+        elif transition is _WORK_STARTED:
+            attempt = event["attempt"]
             if attempt is not None:
-                attempt.outcome = event.result_state
-                attempt.ended = event.ordinal
-        known = self.requests.get(event.request)
+                record.attempts.append(AttemptState(attempt["id"], attempt["sequence"], ordinal))
+        elif transition in _ENDS_ATTEMPT:
+            open_attempt = record.open_attempt()
+            if open_attempt is not None:
+                open_attempt.outcome = result
+                open_attempt.ended = ordinal
+        request = event["request"]
+        known = self.requests.get(request)
         if known is None:
-            self.requests[event.request] = (event.request_digest, [event.ordinal])
+            self.requests[request] = (event["request_digest"], [ordinal])
         else:
-            known[1].append(event.ordinal)
-        self._track_batch(event, key)
+            known[1].append(ordinal)
+        batch = event["batch"]
+        if batch is not None:
+            self._track_batch(request, transition, batch, key, ordinal)
         self.head = digest
-        self.count = event.ordinal
+        self.count = ordinal
 
-    def _track_batch(self, event: JournalEvent, key: Key) -> None:
-        if event.batch is None:
-            return
+    def _track_batch(
+        self, request: str, transition: Transition, batch: dict[str, int], key: Key, ordinal: int
+    ) -> None:
         if self.batch is None:
-            self.batch = OpenBatch(event.request, event.transition, event.batch.size, [])
+            self.batch = OpenBatch(request, transition, batch["size"], [])
         self.batch.keys.append(key)
-        if event.batch.index == event.batch.size:
+        if batch["index"] == batch["size"]:
             done, self.batch = self.batch, None
             if done.transition is Transition.WORK_INVALIDATED:
-                self._check_closed(done, event.ordinal)
+                self._check_closed(done, ordinal)
 
     def _check_closed(self, batch: OpenBatch, ordinal: int) -> None:
         # An invalidation must leave no current activation that depends on a

@@ -53,8 +53,8 @@ def export_lines(journal: Journal) -> Iterator[bytes]:
     Each yielded line is the record's canonical JSON followed by a newline.
     """
     yield encode_record(journal.header) + b"\n"
-    for event in journal.events:
-        yield encode_record(event) + b"\n"
+    for _, _, line in journal.lines_since(0):
+        yield line + b"\n"
 
 
 def _header(line: bytes) -> ChainCheck:

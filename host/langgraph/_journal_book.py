@@ -15,15 +15,12 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
-
 from contracts import AdmittedDelivery, Digest, WaitNode
 from contracts._journal import (
     ActivationRef,
     Actor,
     ActorKind,
     ApprovalRequirement,
-    AttemptRef,
     JournalEvent,
     JournalHeader,
     NodeDecl,
@@ -160,15 +157,15 @@ class JournalBook:
                     journal.invalidate(
                         _invalidation(draft, journal.head, now), _record_resolver(cur)
                     )
-                else:
+                    continue
+                content = _routine_content(draft)
+                if content is None:
                     journal.append(_command(draft, journal.head, now))
-            rows = []
-            for event in journal.events_since(before):
-                digest, line = journal.encoded(event)
-                rows.append((delivery_id, event.ordinal, digest, line))
+                else:
+                    journal.append_content(draft["request"], journal.head, now, content)
             cur.executemany(
                 "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES (?, ?, ?, ?)",
-                rows,
+                [(delivery_id, *row) for row in journal.lines_since(before)],
             )
         except BaseException:
             # The transaction rolls back: the in-memory journal must not stay ahead of it.
@@ -215,78 +212,62 @@ def _actor(ident: Any, kind: ActorKind, role: Any) -> Actor:
     return found
 
 
-_M = TypeVar("_M", bound=BaseModel)
+_ROUTINE = frozenset({"dependencies-satisfied", "work-started", "work-completed"})
 
 
-def _trusted(cls: type[_M], values: dict[str, Any]) -> _M:
-    """An instance over complete, already-valid ``values`` without validating them again."""
-    made = cls.__new__(cls)
-    object.__setattr__(made, "__dict__", values)
-    object.__setattr__(made, "__pydantic_fields_set__", set(values))
-    object.__setattr__(made, "__pydantic_extra__", None)
-    object.__setattr__(made, "__pydantic_private__", None)
-    return made
+def _routine_content(draft: dict[str, Any]) -> dict[str, Any] | None:
+    """The request content of one of the Host's routine transitions, built from its draft.
 
-
-_PLAIN = frozenset({"dependencies-satisfied", "work-started", "work-completed"})
-
-
-def _plain_command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand | None:
-    """The Host's three routine transitions, built without a validation pass.
-
-    Every value here is produced by the Host's own handlers from admitted ids
-    (node ids, activation numbers, digests the Host computed), so schema
-    validation cannot fail; the journal's rules still check every event. Anything
-    else (approvals, errors, authorizations, human actors) takes the validated path.
+    Returns exactly what ``AppendCommand.request_content()`` returns for the
+    command the validated path (:func:`_command`) would build from the same
+    draft; the test suite pins the equality. Every value here is produced by
+    the Host's own handlers from admitted ids (node ids, activation numbers,
+    digests the Host computed), so schema validation cannot fail and is
+    skipped; the journal's rules still check every event. Anything else
+    (approvals, errors, authorizations, human actors) returns None and takes the
+    validated path.
     """
+    transition = draft["transition"]
+    actor = draft.get("actor") or {}
     if (
-        draft["transition"] not in _PLAIN
+        transition not in _ROUTINE
         or draft.get("approvals")
         or draft.get("error")
         or draft.get("authorization")
-        or (draft.get("actor") or {}).get("kind") == "human"
+        or actor.get("kind") == "human"
     ):
         return None
-    attempt = draft.get("attempt")
     node = draft["node"]
     activation = int(draft["activation"])
-    actor = draft.get("actor") or {}
-    return _trusted(
-        AppendCommand,
-        {
-            "request": draft["request"],
-            "expected_head": Digest(head),
-            "actor": _actor(actor.get("id", "host"), ActorKind.AUTOMATION, None),
-            "at": now,
-            "rationale": draft.get("rationale", ""),
-            "node": node,
-            "activation": activation,
-            "expected_state": _STATES[draft["prior"]],
-            "transition": _TRANSITIONS[draft["transition"]],
-            "attempt": None
+    attempt = draft.get("attempt")
+    return {
+        "actor": {"id": actor.get("id", "host"), "kind": "automation", "role": None},
+        "rationale": draft.get("rationale", ""),
+        "node": node,
+        "activation": activation,
+        "expected_state": draft["prior"],
+        "transition": transition,
+        "attempt": (
+            None
             if attempt is None
-            else _trusted(
-                AttemptRef, {"id": f"{node}#{activation}.{attempt}", "sequence": int(attempt)}
-            ),
-            "refs": tuple(
-                _trusted(RecordRef, {"kind": r["kind"], "id": r["id"], "digest": r["digest"]})
-                for r in draft.get("refs") or ()
-            ),
-            "authorization": None,
-            "approvals": (),
-            "error": None,
-            "predecessors": tuple(
-                _trusted(ActivationRef, {"node": p[0], "activation": int(p[1])})
-                for p in draft.get("predecessors") or ()
-            ),
-        },
-    )
+            else {"id": f"{node}#{activation}.{attempt}", "sequence": int(attempt)}
+        ),
+        "refs": [
+            {"kind": r["kind"], "id": r["id"], "digest": r["digest"]}
+            for r in draft.get("refs") or ()
+        ],
+        "authorization": None,
+        "approvals": [],
+        "error": None,
+        "predecessors": [
+            {"node": p[0], "activation": int(p[1])} for p in draft.get("predecessors") or ()
+        ],
+        "command": "AppendCommand",
+    }
 
 
 def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
-    plain = _plain_command(draft, head, now)
-    if plain is not None:
-        return plain
+    """The validated command for any draft (the general path)."""
     # One validation call for the whole command: nested values go in as plain
     # data, so pydantic checks them in the same pass (the draft is caller data
     # and is validated in full; only the per-model round trips are saved).

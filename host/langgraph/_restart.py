@@ -91,7 +91,7 @@ async def restart_from_savepoint(
         values: dict[str, Any] = dict(snapshot.values or {})
         journal = host.journals.journal(did)
         projection = journal.projection()
-        moved = {(e.node, e.activation) for e in journal.events[events_at:]}
+        moved = {(e["node"], e["activation"]) for e in journal.fields_since(events_at)}
         # Work that was suspended, waiting or halted at the fork point is abandoned too:
         # it will run again as a fresh activation.
         for channel in ("suspensions", "waits", "halted"):
