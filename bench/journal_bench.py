@@ -11,11 +11,13 @@ in the same process:
 measurement 1, in-memory custody, same SQLite pragmas and durability) and
 times, inside those very runs, every ``JournalBook.append`` the saver makes:
 the step's three events (dependencies-satisfied, work-started,
-work-completed) turned into commands, checked against the rules, digested,
-encoded and inserted with the checkpoint's cursor. The share printed is that
-time divided by the Host step time of the same runs (the issue's target: the
-journal adds at most 10% to a Host step). The commit and its fsync are not in
-the append: the journal rides in the checkpoint's transaction.
+work-completed) turned into request content, checked against the rules,
+digested, encoded and inserted with the checkpoint's cursor. Two ratios are
+printed: that time as a share of the Host step of the same runs, and what it
+adds to the rest of the step (appends / (step - appends)). The target (the
+journal adds at most 10% to a Host step) is judged on the second, the stricter.
+The commit and its fsync are not in the append: the journal rides in the
+checkpoint's transaction.
 
 Usage: ``python bench/journal_bench.py [N] [--only verify,append]`` (default
 N 200000). No assertions: the append target is printed as met / MISSED.
@@ -265,6 +267,9 @@ def bench_append(steps: int, reps: int) -> float:
     )
     share_wall = statistics.median(r[2] / r[0] for r in rows) * 100
     share_cpu = statistics.median(r[3] / r[1] for r in rows) * 100
+    # "Adds X% to a step": the appends against the rest of the step (without them).
+    added_wall = statistics.median(r[2] / (r[0] - r[2]) for r in rows) * 100
+    added_cpu = statistics.median(r[3] / (r[1] - r[3]) for r in rows) * 100
     print(
         f"\nappend: the journal's share of a Host step ({steps} steps, median of {reps} runs, "
         f"{per_step:.2f} events/step)"
@@ -274,10 +279,14 @@ def bench_append(steps: int, reps: int) -> float:
     print(f"{'journal appends (JournalBook.append)':<42}{j_wall:>14.3f}{j_cpu:>14.3f}")
     print(f"{'  per event':<42}{j_wall / per_step:>14.3f}{j_cpu / per_step:>14.3f}")
     print(f"{'  share of the Host step':<42}{share_wall:>13.1f}%{share_cpu:>13.1f}%")
-    verdict = "met" if share_wall <= 10 else "MISSED"
-    print(f"  target: journal appends <= 10% of a Host step (wall): {share_wall:.1f}% -> {verdict}")
+    print(f"{'  added to the rest of the step':<42}{added_wall:>13.1f}%{added_cpu:>13.1f}%")
+    verdict = "met" if added_wall <= 10 else "MISSED"
+    print(
+        f"  target: journal appends add <= 10% to a Host step (wall): {added_wall:.1f}% "
+        f"-> {verdict}"
+    )
     print("  CPU: the append's own thread time against the whole process's CPU per step.")
-    return share_wall
+    return added_wall
 
 
 def main(argv: list[str] | None = None) -> None:
