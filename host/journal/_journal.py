@@ -62,6 +62,26 @@ _RESULT_VALUES = {
     for (prior, transition), result in TRANSITIONS.items()
 }
 
+#: Every field of an event: a trusted event sets them all.
+_EVENT_FIELDS = frozenset(JournalEvent.model_fields)
+
+
+def _trusted_event(values: dict[str, Any]) -> JournalEvent:
+    """A :class:`JournalEvent` over ``values`` without validating them again.
+
+    Only for values that already satisfy the schema: every field present, in
+    declaration order, each either validated where the command was built or
+    derived by the journal (digests, ordinal, time, states) and already checked
+    by the append. This is ``model_construct`` minus its per-field default and
+    alias handling, which a complete, alias-free field set never needs.
+    """
+    event = JournalEvent.__new__(JournalEvent)
+    object.__setattr__(event, "__dict__", values)
+    object.__setattr__(event, "__pydantic_fields_set__", set(_EVENT_FIELDS))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
 
 class Journal:
     """One execution's transition journal (in memory; the caller persists)."""
@@ -195,9 +215,41 @@ class Journal:
         Repeating a request (same id, same content) returns the event already
         recorded and appends nothing.
         """
+        before = len(self._fields)
         ordinal = self.append_content(
             command.request, command.expected_head, command.at, command.request_content()
         )
+        if ordinal > before:
+            # New: the typed event is the command's validated values plus what the
+            # journal derived, so it needs no validation pass of its own.
+            fields = self._fields[ordinal - 1]
+            self._typed[ordinal - 1] = _trusted_event(
+                {
+                    "record": "event",
+                    "execution": fields["execution"],
+                    "ordinal": ordinal,
+                    "prior": fields["prior"],
+                    "request": command.request,
+                    "request_digest": fields["request_digest"],
+                    "node": command.node,
+                    "activation": command.activation,
+                    "prior_state": command.expected_state,
+                    "result_state": STATE_OF[fields["result_state"]],
+                    "transition": command.transition,
+                    "actor": command.actor,
+                    "time": fields["time"],
+                    "rationale": command.rationale,
+                    "attempt": command.attempt,
+                    "refs": command.refs,
+                    "authorization": command.authorization,
+                    "approvals": command.approvals,
+                    "error": command.error,
+                    "predecessors": command.predecessors,
+                    "batch": None,
+                    "invalidation": None,
+                    "successor": None,
+                }
+            )
         return self._event(ordinal - 1)
 
     def append_content(
