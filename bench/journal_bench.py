@@ -19,8 +19,12 @@ journal adds at most 10% to a Host step) is judged on the second, the stricter.
 The commit and its fsync are not in the append: the journal rides in the
 checkpoint's transaction.
 
-Usage: ``python bench/journal_bench.py [N] [--only verify,append]`` (default
-N 200000). No assertions: the append target is printed as met / MISSED.
+The append runs twice: with in-memory custody (the cheapest step, so the
+journal's largest share; the target is judged here) and with the default
+FileCustody on an empty workspace (``--custody mem,file``).
+
+Usage: ``python bench/journal_bench.py [N] [--only verify,append] [--custody mem,file]``
+(default N 200000). No assertions: the append target is printed as met / MISSED.
 """
 
 from __future__ import annotations
@@ -211,8 +215,14 @@ class _AppendTimer:
         return journal
 
 
-def bench_append(steps: int, reps: int) -> float:
-    """Median share (%) of a Host step's wall time spent in the journal's appends."""
+def bench_append(steps: int, reps: int, custody_kind: str = "mem") -> float:
+    """Median percentage the journal's appends add to the rest of a Host step (wall).
+
+    ``custody_kind`` is ``mem`` (in-memory custody: the cheapest step, so the
+    journal's largest share) or ``file`` (the default FileCustody on an empty
+    workspace).
+    """
+    from execution_system.custody import FileCustody
     from runner import RunnerFactory
     from tests.host.harness import graph_doc, make_delivery
     from tests.support.memory_custody import MemoryCustody
@@ -233,7 +243,8 @@ def bench_append(steps: int, reps: int) -> float:
     folder = Path(tempfile.mkdtemp(prefix="journal-bench-"))
     config = LangGraphHostConfig(engine="langgraph", store=f"sqlite:///{folder / 'state.db'}")
     invoker = _Invoker(lambda req: {"go": "again" if req.activation < steps else "stop"})
-    runner = RunnerFactory(config).create(custody=MemoryCustody(), invoker=invoker)
+    custody: Any = FileCustody(folder / "custody") if custody_kind == "file" else MemoryCustody()
+    runner = RunnerFactory(config).create(custody=custody, invoker=invoker)
     host: Any = runner.host
     timer = _AppendTimer(host.journals)
     rows: list[tuple[float, float, float, float, float]] = []
@@ -270,12 +281,13 @@ def bench_append(steps: int, reps: int) -> float:
     # "Adds X% to a step": the appends against the rest of the step (without them).
     added_wall = statistics.median(r[2] / (r[0] - r[2]) for r in rows) * 100
     added_cpu = statistics.median(r[3] / (r[1] - r[3]) for r in rows) * 100
+    label = "FileCustody" if custody_kind == "file" else "in-memory custody"
     print(
-        f"\nappend: the journal's share of a Host step ({steps} steps, median of {reps} runs, "
-        f"{per_step:.2f} events/step)"
+        f"\nappend, {label}: the journal's share of a Host step ({steps} steps, "
+        f"median of {reps} runs, {per_step:.2f} events/step)"
     )
     print(f"{'':<42}{'wall ms/step':>14}{'CPU ms/step':>14}")
-    print(f"{'Host step (in-memory custody)':<42}{host_wall:>14.3f}{host_cpu:>14.3f}")
+    print(f"{f'Host step ({label})':<42}{host_wall:>14.3f}{host_cpu:>14.3f}")
     print(f"{'journal appends (JournalBook.append)':<42}{j_wall:>14.3f}{j_cpu:>14.3f}")
     print(f"{'  per event':<42}{j_wall / per_step:>14.3f}{j_cpu / per_step:>14.3f}")
     print(f"{'  share of the Host step':<42}{share_wall:>13.1f}%{share_cpu:>13.1f}%")
@@ -295,12 +307,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="verify,append", help="verify,append")
     parser.add_argument("--steps", type=int, default=200, help="append: Host steps per run")
     parser.add_argument("--reps", type=int, default=7, help="append: runs (median)")
+    parser.add_argument(
+        "--custody",
+        default="mem,file",
+        help="append: mem (in-memory custody, the target's case), file (FileCustody)",
+    )
     args = parser.parse_args(argv)
     only = {part.strip() for part in args.only.split(",")}
     if "verify" in only:
         bench_verify(args.events)
     if "append" in only:
-        bench_append(args.steps, args.reps)
+        for kind in (part.strip() for part in args.custody.split(",")):
+            bench_append(args.steps, args.reps, kind)
 
 
 if __name__ == "__main__":
