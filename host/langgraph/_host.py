@@ -369,7 +369,7 @@ class LangGraphHost:
         saver, graphs = self.engine()
         graph, _ = graphs.get(delivery.graph)
         did = delivery.delivery_id
-        self.journals.register(delivery)
+        self.journals.drive(delivery)
         saver.tokens[did] = token
         ctx = self._context(delivery)
         self._active[did] = ctx
@@ -389,6 +389,7 @@ class LangGraphHost:
             watcher.cancel()
             self._active.pop(did, None)
             saver.tokens.pop(did, None)
+            self.journals.release(did)
         if ctx.stop_reason == "stop":
             _operator.clear_stop(self, did)
 

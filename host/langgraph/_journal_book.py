@@ -10,6 +10,7 @@ writes the resulting lines with the same cursor as the checkpoint.
 from __future__ import annotations
 
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -93,16 +94,51 @@ def build_header(delivery: AdmittedDelivery, created_by: str) -> JournalHeader:
 
 
 class JournalBook:
-    """In-memory journals of the deliveries this process writes, backed by the store."""
+    """In-memory journals of the deliveries this process writes, backed by the store.
+
+    The journals of deliveries a run is driving stay cached; of the others, only
+    the :attr:`IDLE` most recently used are kept (a long-lived runner would
+    otherwise hold every journal it ever wrote). A dropped journal is rehydrated
+    from the store, all rules replayed, the next time it is needed.
+    """
+
+    #: How many journals of deliveries no run is driving stay cached.
+    IDLE = 16
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._journals: dict[str, Journal] = {}
+        self._journals: OrderedDict[str, Journal] = OrderedDict()
         self._deliveries: dict[str, AdmittedDelivery] = {}
+        self._driving: set[str] = set()
 
     def register(self, delivery: AdmittedDelivery) -> None:
         """Make a delivery's policy known (needed to open or rehydrate its journal)."""
         self._deliveries[delivery.delivery_id] = delivery
+
+    def drive(self, delivery: AdmittedDelivery) -> None:
+        """A run starts driving ``delivery``: keep its journal cached until :meth:`release`."""
+        self.register(delivery)
+        self._driving.add(delivery.delivery_id)
+
+    def release(self, delivery_id: str) -> None:
+        """The run driving ``delivery_id`` ended; its journal may now be dropped."""
+        self._driving.discard(delivery_id)
+        self._trim()
+
+    def cached(self) -> list[str]:
+        """Deliveries whose journal is cached, least recently used first."""
+        return list(self._journals)
+
+    def _keep(self, delivery_id: str, journal: Journal) -> None:
+        self._journals[delivery_id] = journal
+        self._journals.move_to_end(delivery_id)
+        self._trim()
+
+    def _trim(self) -> None:
+        idle = [d for d in self._journals if d not in self._driving]
+        for delivery_id in idle[: max(0, len(idle) - self.IDLE)]:
+            del self._journals[delivery_id]
+            self._deliveries.pop(delivery_id, None)
 
     def create(self, cur: sqlite3.Cursor, delivery: AdmittedDelivery, created_by: str) -> None:
         """Write the header of a new delivery's journal."""
@@ -111,12 +147,14 @@ class JournalBook:
         journal = Journal.create(header, delivery.authority)
         digest, line = encode_record_with_digest(header)
         self.store.put_journal_line(cur, delivery.delivery_id, 0, digest, line)
-        self._journals[delivery.delivery_id] = journal
+        self._keep(delivery.delivery_id, journal)
 
     def journal(self, delivery_id: str, cur: sqlite3.Cursor | None = None) -> Journal:
         """The delivery's journal, rehydrated from the store on first use."""
         journal = self._journals.get(delivery_id)
-        if journal is None:
+        if journal is not None:
+            self._journals.move_to_end(delivery_id)
+        else:
             if cur is not None:
                 rows = cur.execute(
                     "SELECT line FROM execsys_journal WHERE delivery = ? ORDER BY ordinal",
@@ -132,7 +170,7 @@ class JournalBook:
             assert len(events) == len(records) - 1
             authority = self._deliveries[delivery_id].authority
             journal = Journal.rehydrate(header, events, authority)
-            self._journals[delivery_id] = journal
+            self._keep(delivery_id, journal)
         return journal
 
     def forget(self, delivery_id: str) -> None:

@@ -475,7 +475,7 @@ async def invalidate(
         saver, graphs = host.engine()
         graph, _ = graphs.get(delivery.graph)
         try:
-            host.journals.register(delivery)
+            host.journals.drive(delivery)
             projection = host.journals.journal(delivery_id).projection()
             latest = projection.current.get(node)  # type: ignore[call-overload]
             if latest is None:
@@ -515,5 +515,6 @@ async def invalidate(
             raise
         finally:
             saver.tokens.pop(delivery_id, None)
+            host.journals.release(delivery_id)
             host.leases.release(delivery_id)
     return host.status(delivery_id)

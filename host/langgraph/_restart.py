@@ -83,7 +83,7 @@ async def restart_from_savepoint(
     saver, graphs = host.engine()
     graph, _ = graphs.get(delivery.graph)
     saver.tokens[did] = token
-    host.journals.register(delivery)
+    host.journals.drive(delivery)
     try:
         config = host._config(delivery)
         at = {"configurable": {**config["configurable"], "checkpoint_id": fork_at}}
@@ -145,6 +145,7 @@ async def restart_from_savepoint(
         raise
     finally:
         saver.tokens.pop(did, None)
+        host.journals.release(did)
     await host._drive(
         delivery,
         {

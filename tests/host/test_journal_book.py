@@ -1,14 +1,16 @@
-"""The Host's routine journal drafts take a shortcut that must change nothing.
+"""The Host's journal book: a shortcut that must change nothing, and a bounded cache.
 
 ``JournalBook`` turns the three routine transitions of a step straight into
 request content (no command model, no validation pass) and hands it to
 ``Journal.append_content``. These tests pin that shortcut to the validated
 path: same request content, same event, same stored line, and anything that is
-not routine still goes through validation.
+not routine still goes through validation. The book also keeps only a few
+journals of deliveries nobody is driving; a dropped one is rehydrated.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,11 +18,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contracts import InvocationRequest
 from contracts._errors import ErrorCode, ExecsysError
 from contracts._journal import NodeDecl, NodeState, Transition
-from host.journal import Journal
+from host.journal import Journal, verify_lines
 from host.langgraph._context import HOST_ACTOR
-from host.langgraph._journal_book import _command, _routine_content
+from host.langgraph._journal_book import JournalBook, _command, _routine_content
+from tests.host.harness import graph_doc, make_delivery, reply
 from tests.journal.scenario import POLICY, header
 from tests.journal.strategies import digests, node_ids, texts, tokens
 
@@ -151,3 +155,48 @@ def test_content_goes_through_every_rule() -> None:
         journal.append_content("r", journal.head, NOW, content)
     assert caught.value.code is ErrorCode.JOURNAL_INVALID_TRANSITION
     assert len(journal) == 0
+
+
+def _one_action(executor: str) -> dict[str, Any]:
+    return graph_doc(
+        {
+            executor: {
+                "kind": "action",
+                "executor": executor,
+                "outputs": {"answer": {"type": "string"}},
+                "next": "done",
+            },
+            "done": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        executor,
+    )
+
+
+def test_a_runner_keeps_only_a_few_idle_journals_and_rehydrates_the_rest(
+    harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def ask(req: InvocationRequest) -> Any:
+        if req.turn == 1:
+            return {"status": "needs-input", "question": "q", "session": "s"}
+        return reply({"answer": str(req.response)})
+
+    async def step(req: InvocationRequest) -> Any:
+        return reply({"answer": "a"})
+
+    monkeypatch.setattr(JournalBook, "IDLE", 1)
+    h = harness({"asker": ask, "step": step})
+    waiting = make_delivery(_one_action("asker"), nonce="waiting")
+    suspended = h.run(waiting)
+    assert suspended.status.value == "suspended"
+    others = [make_delivery(_one_action("step"), nonce=f"other-{i}") for i in range(3)]
+    for other in others:
+        assert h.run(other).status.value == "completed"
+    book = h.host.journals
+    # Only the most recent idle journal stays; the suspended one was dropped.
+    assert book.cached() == [others[-1].delivery_id]
+    # Answering rehydrates its journal from the store (every rule replayed) and goes on.
+    done = asyncio.run(h.host.answer(waiting.delivery_id, suspended.suspension.correlation, "y"))
+    assert done.status.value == "completed"
+    assert verify_lines(h.host.journal_lines(waiting.delivery_id)).ok
+    assert h.inspect(waiting)["nodes"]["asker"]["attempts"] == 1
+    assert book.cached() == [waiting.delivery_id]
