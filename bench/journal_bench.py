@@ -25,7 +25,10 @@ two ways in the same process:
 
 Both run with in-memory custody (the cheapest step, so the journal's largest
 share) and with the default FileCustody on an empty workspace
-(``--custody mem,file``).
+(``--custody mem,file``). ``--floor`` adds a third arm: the journal with its
+rules and replay state stubbed out, i.e. only the work any hash-chained,
+stored journal must do (request content, two canonical dumps, two SHA-256s,
+the line, the row in the commit).
 
 Usage: ``python bench/journal_bench.py [N] [--only verify,append] [--custody mem,file]``
 (default N 200000). No assertions: the target is printed as met / MISSED.
@@ -41,7 +44,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -197,6 +201,33 @@ class _Invoker:
         return parse_result({"status": "completed", "output": self.reply(request)})
 
 
+@contextmanager
+def _floor() -> Iterator[None]:
+    """The journal minus its rules: check_event does nothing, apply only moves the head.
+
+    What is left is the work no journal design can skip: each event's request
+    content, two canonical dumps, two SHA-256s, its line, and its row in the
+    commit. A measuring device only; the Host never runs like this.
+    """
+    import importlib
+
+    from host.journal._state import ReplayState
+
+    journal_module: Any = importlib.import_module("host.journal._journal")
+    state_class: Any = ReplayState
+
+    def apply(state: Any, event: dict[str, Any], digest: Any) -> None:
+        state.head, state.count = digest, event["ordinal"]
+
+    saved = journal_module.check_event, state_class.apply
+    journal_module.check_event = lambda state, event: None
+    state_class.apply = apply
+    try:
+        yield
+    finally:
+        journal_module.check_event, state_class.apply = saved
+
+
 class _AppendTimer:
     """Wraps one JournalBook's ``append``: wall and thread-CPU seconds, calls, events."""
 
@@ -225,7 +256,9 @@ class _AppendTimer:
         return journal
 
 
-def bench_append(steps: int, reps: int, custody_kind: str = "mem") -> float:
+def bench_append(
+    steps: int, reps: int, custody_kind: str = "mem", with_floor: bool = False
+) -> float:
     """Median percentage the journal's appends add to the rest of a Host step (wall).
 
     ``custody_kind`` is ``mem`` (in-memory custody: the cheapest step, so the
@@ -265,6 +298,7 @@ def bench_append(steps: int, reps: int, custody_kind: str = "mem") -> float:
             raise RuntimeError(f"delivery ended {report.status}")
 
     off: list[float] = []
+    floor: list[float] = []
 
     async def timed(nonce: str) -> tuple[float, float]:
         c0, w0 = time.process_time(), time.perf_counter()
@@ -276,9 +310,15 @@ def bench_append(steps: int, reps: int, custody_kind: str = "mem") -> float:
         for rep in range(reps):
             # A/B: each rep runs the loop with the journal on and with it off, in
             # alternating order so drift in the machine hits both arms alike.
-            for arm in ("on", "off") if rep % 2 == 0 else ("off", "on"):
+            arms = ["on", "off", "floor"] if with_floor else ["on", "off"]
+            for arm in arms if rep % 2 == 0 else arms[::-1]:
                 timer.reset()
-                timer.enabled = arm == "on"
+                timer.enabled = arm != "off"
+                if arm == "floor":
+                    with _floor():
+                        wall, cpu = await timed(f"rep-{rep}-{arm}")
+                    floor.append(wall * 1000 / steps)
+                    continue
                 wall, cpu = await timed(f"rep-{rep}-{arm}")
                 if arm == "off":
                     off.append(wall * 1000 / steps)
@@ -319,6 +359,10 @@ def bench_append(steps: int, reps: int, custody_kind: str = "mem") -> float:
     print(f"{'  added to the rest of the step':<42}{added_wall:>13.1f}%{added_cpu:>13.1f}%")
     print(f"{'Host step, journal switched off (A/B)':<42}{off_wall:>14.3f}")
     print(f"{'  journal on vs off: added (A/B)':<42}{ab_added:>13.1f}%")
+    if floor:
+        floor_added = statistics.median((f - o) / o for f, o in zip(floor, off, strict=True)) * 100
+        print(f"{'Host step, journal without its rules':<42}{statistics.median(floor):>14.3f}")
+        print(f"{'  floor (dumps, digests, rows) vs off':<42}{floor_added:>13.1f}%")
     verdict = "met" if ab_added <= 10 else "MISSED"
     print(
         f"  target: the journal adds <= 10% to a Host step (A/B, wall): {ab_added:.1f}% "
@@ -336,6 +380,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=200, help="append: Host steps per run")
     parser.add_argument("--reps", type=int, default=7, help="append: runs (median)")
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="append: add a third arm, the journal without its rules (the cost floor)",
+    )
+    parser.add_argument(
         "--custody",
         default="mem,file",
         help="append: mem (in-memory custody, the target's case), file (FileCustody)",
@@ -346,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_verify(args.events)
     if "append" in only:
         for kind in (part.strip() for part in args.custody.split(",")):
-            bench_append(args.steps, args.reps, kind)
+            bench_append(args.steps, args.reps, kind, args.floor)
 
 
 if __name__ == "__main__":
