@@ -297,8 +297,9 @@ def bench_append(
         if report.status != "completed":
             raise RuntimeError(f"delivery ended {report.status}")
 
-    off: list[float] = []
-    floor: list[float] = []
+    # (wall, CPU) ms/step of the A/B's other arms, rep by rep.
+    off: list[tuple[float, float]] = []
+    floor: list[tuple[float, float]] = []
 
     async def timed(nonce: str) -> tuple[float, float]:
         c0, w0 = time.process_time(), time.perf_counter()
@@ -317,11 +318,11 @@ def bench_append(
                 if arm == "floor":
                     with _floor():
                         wall, cpu = await timed(f"rep-{rep}-{arm}")
-                    floor.append(wall * 1000 / steps)
+                    floor.append((wall * 1000 / steps, cpu * 1000 / steps))
                     continue
                 wall, cpu = await timed(f"rep-{rep}-{arm}")
                 if arm == "off":
-                    off.append(wall * 1000 / steps)
+                    off.append((wall * 1000 / steps, cpu * 1000 / steps))
                     continue
                 rows.append(
                     (
@@ -339,8 +340,15 @@ def bench_append(
     host_wall, host_cpu, j_wall, j_cpu, per_step = (
         statistics.median(col) for col in zip(*rows, strict=True)
     )
-    off_wall = statistics.median(off)
-    ab_added = statistics.median((r[0] - o) / o for r, o in zip(rows, off, strict=True)) * 100
+    off_wall, off_cpu = (statistics.median(col) for col in zip(*off, strict=True))
+
+    def added(arm: list[tuple[float, float]], column: int) -> float:
+        """Median over reps of (arm - off) / off, in %: wall (0) or CPU (1)."""
+        pairs = zip(arm, off, strict=True)
+        return statistics.median((a[column] - o[column]) / o[column] for a, o in pairs) * 100
+
+    on_arm = [(r[0], r[1]) for r in rows]
+    ab_wall, ab_cpu = added(on_arm, 0), added(on_arm, 1)
     share_wall = statistics.median(r[2] / r[0] for r in rows) * 100
     share_cpu = statistics.median(r[3] / r[1] for r in rows) * 100
     # "Adds X% to a step": the appends against the rest of the step (without them).
@@ -357,20 +365,24 @@ def bench_append(
     print(f"{'  per event':<42}{j_wall / per_step:>14.3f}{j_cpu / per_step:>14.3f}")
     print(f"{'  share of the Host step':<42}{share_wall:>13.1f}%{share_cpu:>13.1f}%")
     print(f"{'  added to the rest of the step':<42}{added_wall:>13.1f}%{added_cpu:>13.1f}%")
-    print(f"{'Host step, journal switched off (A/B)':<42}{off_wall:>14.3f}")
-    print(f"{'  journal on vs off: added (A/B)':<42}{ab_added:>13.1f}%")
+    print(f"{'Host step, journal switched off (A/B)':<42}{off_wall:>14.3f}{off_cpu:>14.3f}")
+    print(f"{'  journal on vs off: added (A/B)':<42}{ab_wall:>13.1f}%{ab_cpu:>13.1f}%")
     if floor:
-        floor_added = statistics.median((f - o) / o for f, o in zip(floor, off, strict=True)) * 100
-        print(f"{'Host step, journal without its rules':<42}{statistics.median(floor):>14.3f}")
-        print(f"{'  floor (dumps, digests, rows) vs off':<42}{floor_added:>13.1f}%")
-    verdict = "met" if ab_added <= 10 else "MISSED"
-    print(
-        f"  target: the journal adds <= 10% to a Host step (A/B, wall): {ab_added:.1f}% "
-        f"-> {verdict}"
-    )
-    print("  CPU: the append's own thread time against the whole process's CPU per step.")
-    print("  A/B: also counts the journal rows' share of the commit (same fsync, more pages).")
-    return ab_added
+        floor_wall, floor_cpu = (statistics.median(col) for col in zip(*floor, strict=True))
+        print(f"{'Host step, journal without its rules':<42}{floor_wall:>14.3f}{floor_cpu:>14.3f}")
+        print(
+            f"{'  floor (dumps, digests, rows) vs off':<42}"
+            f"{added(floor, 0):>13.1f}%{added(floor, 1):>13.1f}%"
+        )
+    for name, value in (("wall", ab_wall), ("CPU", ab_cpu)):
+        verdict = "met" if value <= 10 else "MISSED"
+        print(
+            f"  target: the journal adds <= 10% to a Host step (A/B, {name}): "
+            f"{value:.1f}% -> {verdict}"
+        )
+    print("  CPU: process CPU per step (fsync waits excluded; the journal adds no fsync).")
+    print("  Timed appends: the append's own thread time against the process's CPU per step.")
+    return ab_wall
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -378,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("events", nargs="?", type=int, default=200_000, help="verify: N events")
     parser.add_argument("--only", default="verify,append", help="verify,append")
     parser.add_argument("--steps", type=int, default=200, help="append: Host steps per run")
-    parser.add_argument("--reps", type=int, default=7, help="append: runs (median)")
+    parser.add_argument("--reps", type=int, default=15, help="append: runs per arm (median)")
     parser.add_argument(
         "--floor",
         action="store_true",
