@@ -28,7 +28,9 @@ share) and with the default FileCustody on an empty workspace
 (``--custody mem,file``). ``--floor`` adds a third arm: the journal with its
 rules and replay state stubbed out, i.e. only the work any hash-chained,
 stored journal must do (request content, two canonical dumps, two SHA-256s,
-the line, the row in the commit).
+the line, the row in the commit). ``--bare`` adds one more: no journal and no
+drafts either, which prices the drafts the handlers build and the outbox
+carries through each checkpoint before the append sees them.
 
 Usage: ``python bench/journal_bench.py [N] [--only verify,append] [--custody mem,file]``
 (default N 200000). No assertions: the target is printed as met / MISSED.
@@ -228,6 +230,25 @@ def _floor() -> Iterator[None]:
         journal_module.check_event, state_class.apply = saved
 
 
+@contextmanager
+def _bare() -> Iterator[None]:
+    """No journal at all: the handlers queue no drafts (and the append is off).
+
+    Measures what the step's drafts cost before the append sees them: building
+    them in the handlers and carrying them through the outbox channel, which is
+    part of each checkpoint. A measuring device only.
+    """
+    import importlib
+
+    context: Any = importlib.import_module("host.langgraph._context")
+    saved = context.StepWriter.event
+    context.StepWriter.event = lambda writer, *args, **kwargs: None
+    try:
+        yield
+    finally:
+        context.StepWriter.event = saved
+
+
 class _AppendTimer:
     """Wraps one JournalBook's ``append``: wall and thread-CPU seconds, calls, events."""
 
@@ -257,7 +278,11 @@ class _AppendTimer:
 
 
 def bench_append(
-    steps: int, reps: int, custody_kind: str = "mem", with_floor: bool = False
+    steps: int,
+    reps: int,
+    custody_kind: str = "mem",
+    with_floor: bool = False,
+    with_bare: bool = False,
 ) -> float:
     """Median percentage the journal's appends add to the rest of a Host step (wall).
 
@@ -297,9 +322,15 @@ def bench_append(
         if report.status != "completed":
             raise RuntimeError(f"delivery ended {report.status}")
 
-    # (wall, CPU) ms/step of the A/B's other arms, rep by rep.
+    # The A/B's other arms: name -> (context, whether the append runs).
+    extra: dict[str, tuple[Callable[[], Any], bool]] = {}
+    if with_floor:
+        extra["floor"] = (_floor, True)
+    if with_bare:
+        extra["bare"] = (_bare, False)
+    # (wall, CPU) ms/step of the arms other than "on", rep by rep.
     off: list[tuple[float, float]] = []
-    floor: list[tuple[float, float]] = []
+    others: dict[str, list[tuple[float, float]]] = {name: [] for name in extra}
 
     async def timed(nonce: str) -> tuple[float, float]:
         c0, w0 = time.process_time(), time.perf_counter()
@@ -309,16 +340,17 @@ def bench_append(
     async def all_runs() -> None:
         await run("warm-up")  # compile, imports, first-use caches
         for rep in range(reps):
-            # A/B: each rep runs the loop with the journal on and with it off, in
-            # alternating order so drift in the machine hits both arms alike.
-            arms = ["on", "off", "floor"] if with_floor else ["on", "off"]
+            # A/B: each rep runs the loop with the journal on and with it off (and
+            # any extra arm), in alternating order so drift hits every arm alike.
+            arms = ["on", "off", *extra]
             for arm in arms if rep % 2 == 0 else arms[::-1]:
                 timer.reset()
                 timer.enabled = arm != "off"
-                if arm == "floor":
-                    with _floor():
+                if arm in extra:
+                    context, timer.enabled = extra[arm]
+                    with context():
                         wall, cpu = await timed(f"rep-{rep}-{arm}")
-                    floor.append((wall * 1000 / steps, cpu * 1000 / steps))
+                    others[arm].append((wall * 1000 / steps, cpu * 1000 / steps))
                     continue
                 wall, cpu = await timed(f"rep-{rep}-{arm}")
                 if arm == "off":
@@ -367,13 +399,21 @@ def bench_append(
     print(f"{'  added to the rest of the step':<42}{added_wall:>13.1f}%{added_cpu:>13.1f}%")
     print(f"{'Host step, journal switched off (A/B)':<42}{off_wall:>14.3f}{off_cpu:>14.3f}")
     print(f"{'  journal on vs off: added (A/B)':<42}{ab_wall:>13.1f}%{ab_cpu:>13.1f}%")
-    if floor:
-        floor_wall, floor_cpu = (statistics.median(col) for col in zip(*floor, strict=True))
-        print(f"{'Host step, journal without its rules':<42}{floor_wall:>14.3f}{floor_cpu:>14.3f}")
-        print(
-            f"{'  floor (dumps, digests, rows) vs off':<42}"
-            f"{added(floor, 0):>13.1f}%{added(floor, 1):>13.1f}%"
-        )
+    labels = {
+        "floor": ("Host step, journal without its rules", "  floor (dumps, digests, rows) vs off"),
+        "bare": ("Host step, no journal and no drafts", "  bare vs off (negative: drafts' cost)"),
+    }
+    for name, arm in others.items():
+        arm_wall, arm_cpu = (statistics.median(col) for col in zip(*arm, strict=True))
+        print(f"{labels[name][0]:<42}{arm_wall:>14.3f}{arm_cpu:>14.3f}")
+        print(f"{labels[name][1]:<42}{added(arm, 0):>13.1f}%{added(arm, 1):>13.1f}%")
+    if "bare" in others:
+        whole = [
+            ((r[0] - b[0]) / b[0], (r[1] - b[1]) / b[1])
+            for r, b in zip(rows, others["bare"], strict=True)
+        ]
+        whole_wall, whole_cpu = (statistics.median(col) * 100 for col in zip(*whole, strict=True))
+        print(f"{'  journal with its drafts vs bare':<42}{whole_wall:>13.1f}%{whole_cpu:>13.1f}%")
     for name, value in (("wall", ab_wall), ("CPU", ab_cpu)):
         verdict = "met" if value <= 10 else "MISSED"
         print(
@@ -394,7 +434,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--floor",
         action="store_true",
-        help="append: add a third arm, the journal without its rules (the cost floor)",
+        help="append: add an arm, the journal without its rules (the cost floor)",
+    )
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="append: add an arm with no journal and no drafts (what the drafts cost)",
     )
     parser.add_argument(
         "--custody",
@@ -407,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
         bench_verify(args.events)
     if "append" in only:
         for kind in (part.strip() for part in args.custody.split(",")):
-            bench_append(args.steps, args.reps, kind, args.floor)
+            bench_append(args.steps, args.reps, kind, args.floor, args.bare)
 
 
 if __name__ == "__main__":
