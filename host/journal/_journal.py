@@ -31,12 +31,14 @@ from contracts._journal import (
 )
 from host.journal._chain import ChainCheck
 from host.journal._codec import (
+    DIGEST_KEY,
     at,
     dumps_canonical,
     encode_fields,
     encode_record_with_digest,
     encode_split,
     event_fields,
+    loads_json,
     record_digest,
     sha256_digest,
 )
@@ -62,6 +64,14 @@ _RESULT_VALUES = {
     for (prior, transition), result in TRANSITIONS.items()
 }
 
+
+def _fields_of(line: bytes) -> dict[str, Any]:
+    """An event's JSON fields, read back from the stored line this journal wrote."""
+    fields: dict[str, Any] = loads_json(line)
+    del fields[DIGEST_KEY]
+    return fields
+
+
 #: Every field of an event: a trusted event sets them all.
 _EVENT_FIELDS = frozenset(JournalEvent.model_fields)
 
@@ -86,22 +96,18 @@ def _trusted_event(values: dict[str, Any]) -> JournalEvent:
 class Journal:
     """One execution's transition journal (in memory; the caller persists)."""
 
-    __slots__ = ("_fields", "_lines", "_state", "_time", "_typed")
-
-    #: How many of the latest appended events keep their encoded line for the writer.
-    KEEP_LINES = 256
+    __slots__ = ("_digests", "_lines", "_state", "_time", "_typed")
 
     def __init__(self, state: ReplayState) -> None:
         # Private: use create() or rehydrate(), which establish the invariants.
         self._state = state
-        # Every event's JSON fields, by ordinal - 1: what the rules checked and the
-        # digest covers. Never mutated once appended.
-        self._fields: list[dict[str, Any]] = []
+        # Every event's digest and stored line, by ordinal - 1: the record itself,
+        # kept as bytes (nothing for the garbage collector to traverse, and a
+        # third of the memory of the parsed fields). Everything else is derived.
+        self._digests: list[Digest] = []
+        self._lines: list[bytes] = []
         # The typed events, built on first use (None until then).
         self._typed: list[JournalEvent | None] = []
-        # Ring of (ordinal, digest, stored line) of recently appended events, computed
-        # once by the append and handed to the writer (slot ``ordinal % KEEP_LINES``).
-        self._lines: list[tuple[int, Digest, bytes] | None] = [None] * self.KEEP_LINES
         # The last (instant, spelling, fits the pattern): one step's commands share one time.
         self._time: tuple[datetime, str, bool] | None = None
 
@@ -140,13 +146,11 @@ class Journal:
         chain = ChainCheck(header.execution, state.head)
         for event in events:
             fields = event_fields(event)
-            digest = sha256_digest(dumps_canonical(fields))
+            digest, line = encode_fields(fields)
             chain.event(event.execution, event.ordinal, event.prior, digest)
             check_event(state, fields)
             state.apply(fields, digest)
-            journal._fields.append(fields)
-            # Typed events are rebuilt on demand: a long journal keeps one copy.
-            journal._typed.append(None)
+            journal._keep(digest, line, None)
         state.finish()
         return journal
 
@@ -158,7 +162,7 @@ class Journal:
     @property
     def events(self) -> tuple[JournalEvent, ...]:
         """Every event, by ordinal."""
-        return tuple(self._event(index) for index in range(len(self._fields)))
+        return tuple(self._event(index) for index in range(len(self._lines)))
 
     @property
     def head(self) -> Digest:
@@ -166,43 +170,32 @@ class Journal:
         return self._state.head
 
     def __len__(self) -> int:
-        return len(self._fields)
+        return len(self._lines)
 
     def events_since(self, count: int) -> list[JournalEvent]:
         """The events after the first ``count`` ones."""
-        return [self._event(index) for index in range(count, len(self._fields))]
+        return [self._event(index) for index in range(count, len(self._lines))]
 
     def fields_since(self, count: int) -> list[dict[str, Any]]:
-        """JSON fields of the events after the first ``count`` ones (read only).
+        """JSON fields of the events after the first ``count`` ones.
 
-        The same values as ``event_fields(event)`` for those events, without
-        building the typed records.
+        The same values as ``event_fields(event)`` for those events, read back
+        from their lines without building the typed records.
         """
-        return self._fields[count:]
+        return [_fields_of(line) for line in self._lines[count:]]
 
     def lines_since(self, count: int) -> list[tuple[int, Digest, bytes]]:
-        """``(ordinal, digest, stored line)`` of the events after the first ``count`` ones.
-
-        Events this journal appended recently return what the append already
-        computed; older ones are encoded again (the same bytes).
-        """
-        kept = self._lines
-        size = self.KEEP_LINES
-        rows: list[tuple[int, Digest, bytes]] = []
-        for ordinal in range(count + 1, len(self._fields) + 1):
-            slot = kept[ordinal % size]
-            if slot is not None and slot[0] == ordinal:
-                rows.append(slot)
-            else:
-                rows.append((ordinal, *encode_fields(self._fields[ordinal - 1])))
-        return rows
+        """``(ordinal, digest, stored line)`` of the events after the first ``count`` ones."""
+        return [
+            (ordinal, self._digests[ordinal - 1], self._lines[ordinal - 1])
+            for ordinal in range(count + 1, len(self._lines) + 1)
+        ]
 
     def encoded(self, event: JournalEvent) -> tuple[Digest, bytes]:
-        """Return ``(record_digest(event), encode_record(event))`` for one of its events."""
-        ordinal = event.ordinal
-        if 0 < ordinal <= len(self._fields) and self._event(ordinal - 1) is event:
-            row = self.lines_since(ordinal - 1)[0]
-            return row[1], row[2]
+        """Return ``(record_digest(event), encode_record(event))`` for an event."""
+        index = event.ordinal - 1
+        if 0 <= index < len(self._lines) and self._typed[index] is event:
+            return self._digests[index], self._lines[index]
         return encode_record_with_digest(event)
 
     def projection(self) -> Projection:
@@ -215,14 +208,12 @@ class Journal:
         Repeating a request (same id, same content) returns the event already
         recorded and appends nothing.
         """
-        before = len(self._fields)
-        ordinal = self.append_content(
+        ordinal, fields = self._append(
             command.request, command.expected_head, command.at, command.request_content()
         )
-        if ordinal > before:
+        if fields is not None:
             # New: the typed event is the command's validated values plus what the
             # journal derived, so it needs no validation pass of its own.
-            fields = self._fields[ordinal - 1]
             self._typed[ordinal - 1] = _trusted_event(
                 {
                     "record": "event",
@@ -268,11 +259,17 @@ class Journal:
 
         Repeating a request (same id, same content) returns the recorded ordinal.
         """
+        return self._append(request, expected_head, at_, content)[0]
+
+    def _append(
+        self, request: str, expected_head: Digest, at_: datetime, content: dict[str, Any]
+    ) -> tuple[int, dict[str, Any] | None]:
+        """The append core: the ordinal, and the new event's fields (None for a repeat)."""
         request_digest = sha256_digest(dumps_canonical(content))
         state = self._state
-        known = state.requests.get(request)
+        known = self._repeat(request, request_digest)
         if known is not None:
-            return self._known_request(request, request_digest)[0].ordinal
+            return known[0], None
         self._check_head(expected_head)
         transition = TRANSITION_OF.get(content["transition"])
         if transition is None or content["expected_state"] not in STATE_OF:
@@ -330,10 +327,8 @@ class Journal:
         check_event(state, fields)
         digest, line = encode_split(low, high)
         state.apply(fields, digest)
-        self._fields.append(fields)
-        self._typed.append(None)
-        self._lines[ordinal % self.KEEP_LINES] = (ordinal, digest, line)
-        return ordinal
+        self._keep(digest, line, None)
+        return ordinal, fields
 
     def invalidate(
         self, command: InvalidateCommand, resolver: SourceResolver
@@ -446,17 +441,20 @@ class Journal:
             made.append((event, fields, encoded))
         trial.resolver = self._state.resolver
         self._state = trial
-        for event, fields, (line_digest, line) in made:
-            self._fields.append(fields)
-            self._typed.append(event)
-            self._lines[event.ordinal % self.KEEP_LINES] = (event.ordinal, line_digest, line)
+        for event, _, (line_digest, line) in made:
+            self._keep(line_digest, line, event)
         return tuple(event for event, _, _ in made)
 
+    def _keep(self, digest: Digest, line: bytes, event: JournalEvent | None) -> None:
+        self._digests.append(digest)
+        self._lines.append(line)
+        self._typed.append(event)
+
     def _event(self, index: int) -> JournalEvent:
-        """The typed event at ``index`` (ordinal - 1), built from its fields on first use."""
+        """The typed event at ``index`` (ordinal - 1), built from its line on first use."""
         event = self._typed[index]
         if event is None:
-            event = JournalEvent.model_validate(self._fields[index])
+            event = JournalEvent.model_validate(_fields_of(self._lines[index]))
             self._typed[index] = event
         return event
 
@@ -470,17 +468,28 @@ class Journal:
         self._time = (moment, spelled, fits)
         return spelled, fits
 
-    def _known_request(self, request: str, digest: Digest) -> tuple[JournalEvent, ...]:
+    def _repeat(self, request: str, digest: Digest) -> tuple[int, int] | None:
+        """First and last ordinal of a request already recorded with this content.
+
+        None for a new request; JOURNAL_REQUEST_CONFLICT for a known id whose
+        content differs.
+        """
         known = self._state.requests.get(request)
         if known is None:
-            return ()
+            return None
         if known[0] != digest:
             raise error(
                 ErrorCode.JOURNAL_REQUEST_CONFLICT,
                 f"request {request!r} was recorded with other content",
-                path=at(known[1][0]),
+                path=at(known[1]),
             )
-        return tuple(self._event(ordinal - 1) for ordinal in known[1])
+        return known[1], known[2]
+
+    def _known_request(self, request: str, digest: Digest) -> tuple[JournalEvent, ...]:
+        known = self._repeat(request, digest)
+        if known is None:
+            return ()
+        return tuple(self._event(ordinal - 1) for ordinal in range(known[0], known[1] + 1))
 
     def _check_head(self, expected: Digest) -> None:
         if expected != self._state.head:

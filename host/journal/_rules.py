@@ -416,6 +416,6 @@ def _check_batch(
         )
         raise error(
             code,
-            f"request {event['request']!r} was already recorded at ordinal {known[1][0]}",
+            f"request {event['request']!r} was already recorded at ordinal {known[1]}",
             path=at(where),
         )

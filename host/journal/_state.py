@@ -182,7 +182,10 @@ class ReplayState:
         self.latest: dict[NodeId, int] = {header.start: 1}
         self.retired: dict[NodeId, int] = {}
         """Node -> how many of its activations are invalidated or superseded."""
-        self.requests: dict[str, tuple[Digest, list[int]]] = {}
+        # request id -> (request digest, first ordinal, last ordinal): a request's
+        # events are contiguous (one event, or one batch). Plain tuples of atoms,
+        # which the garbage collector stops tracking.
+        self.requests: dict[str, tuple[Digest, int, int]] = {}
         self.batch: OpenBatch | None = None
         self.head = header_digest
         self.count = 0
@@ -193,7 +196,7 @@ class ReplayState:
         twin.activations = copy.deepcopy(self.activations)
         twin.latest = dict(self.latest)
         twin.retired = dict(self.retired)
-        twin.requests = {key: (digest, list(ords)) for key, (digest, ords) in self.requests.items()}
+        twin.requests = dict(self.requests)
         twin.batch = copy.deepcopy(self.batch)
         return twin
 
@@ -295,9 +298,9 @@ class ReplayState:
         request = event["request"]
         known = self.requests.get(request)
         if known is None:
-            self.requests[request] = (event["request_digest"], [ordinal])
-        else:
-            known[1].append(ordinal)
+            self.requests[request] = (event["request_digest"], ordinal, ordinal)
+        else:  # the next event of the same batch
+            self.requests[request] = (known[0], known[1], ordinal)
         batch = event["batch"]
         if batch is not None:
             self._track_batch(request, transition, batch, key, ordinal)

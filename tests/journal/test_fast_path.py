@@ -198,14 +198,18 @@ def test_appended_lines_are_exact(
     assert again.head == journal.head
 
 
-def test_kept_lines_are_bounded() -> None:
+def test_stored_lines_are_what_the_writer_gets() -> None:
     journal = happy_journal()
-    assert len(journal._lines) == Journal.KEEP_LINES
-    # An event whose line was dropped is encoded again, to the same bytes.
-    first = journal.events[0]
-    journal._lines[first.ordinal % Journal.KEEP_LINES] = None
-    assert journal.encoded(first) == encode_record_with_digest(first)
-    assert journal.lines_since(0)[0] == (1, *encode_record_with_digest(first))
+    rows = journal.lines_since(0)
+    assert [row[0] for row in rows] == list(range(1, len(journal) + 1))
+    for (ordinal, digest, line), event in zip(rows, journal.events, strict=True):
+        assert (digest, line) == encode_record_with_digest(event) == journal.encoded(event)
+    assert journal.lines_since(len(journal) - 2) == rows[-2:]
+    # The fields read back from a line are the event's own.
+    assert journal.fields_since(0) == [event_fields(event) for event in journal.events]
+    # An equal event that is not this journal's own is encoded again, to the same bytes.
+    copy = journal.events[0].model_copy()
+    assert journal.encoded(copy) == rows[0][1:]
 
 
 def test_a_time_outside_the_schema_is_still_refused_by_validation() -> None:
