@@ -203,6 +203,7 @@ def test_stored_lines_are_what_the_writer_gets() -> None:
     rows = journal.lines_since(0)
     assert [row[0] for row in rows] == list(range(1, len(journal) + 1))
     for (ordinal, digest, line), event in zip(rows, journal.events, strict=True):
+        assert ordinal == event.ordinal
         assert (digest, line) == encode_record_with_digest(event) == journal.encoded(event)
     assert journal.lines_since(len(journal) - 2) == rows[-2:]
     # The fields read back from a line are the event's own.
