@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
@@ -22,7 +22,7 @@ from contracts import InvocationRequest
 from contracts._errors import ErrorCode, ExecsysError
 from contracts._journal import NodeDecl, NodeState, Transition
 from host.journal import Journal, verify_lines
-from host.langgraph._context import HOST_ACTOR
+from host.langgraph._context import HOST_ACTOR, StepWriter
 from host.langgraph._journal_book import JournalBook, _command, _routine_content
 from tests.host.harness import graph_doc, make_delivery, reply
 from tests.journal.scenario import POLICY, header
@@ -43,27 +43,23 @@ def _draft(
     predecessors: list[list[Any]] | None = None,
     rationale: str = "",
     actor: dict[str, Any] | None = None,
-    **extra: Any,
 ) -> dict[str, Any]:
-    """A draft shaped exactly as ``StepWriter.event`` queues it."""
-    return {
-        "type": "event",
-        "request": f"{node}/{activation}/{transition}/{attempt or 0}",
-        "node": node,
-        "activation": activation,
-        "transition": transition,
-        "prior": prior,
-        "result": "",
-        "attempt": attempt,
-        "refs": refs or [],
-        "predecessors": predecessors or [],
-        "error": None,
-        "approvals": [],
-        "actor": dict(actor or HOST_ACTOR),
-        "authorization": None,
-        "rationale": rationale,
-        **extra,
-    }
+    """The draft the Host's own ``StepWriter.event`` queues for these values."""
+    writer = StepWriter(cast(Any, None), {}, node)
+    writer.event(
+        node,
+        activation,
+        transition,
+        prior,
+        "",
+        attempt=attempt,
+        refs=refs,
+        predecessors=predecessors,
+        rationale=rationale,
+        actor=actor or HOST_ACTOR,
+    )
+    (draft,) = writer.outbox
+    return draft
 
 
 routine_drafts = st.builds(
