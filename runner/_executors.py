@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,12 @@ _RESULT: TypeAdapter[InvocationResult] = TypeAdapter(
     Annotated[InvocationResult, Field(discriminator="status")]
 )
 _REAP_GRACE_S = 5.0
+_TERM_GRACE_S = 2.0
+_SHIM = str(Path(__file__).with_name("_shim.py"))
+_SHIM_START_FAILED = 127
+_SHIM_MARKER = "execsys-shim: cannot start"
+LAUNCH_ENV = "EXECSYS_INVOCATION"
+"""Every process of a turn carries its invocation id here (recovery finds leftovers by it)."""
 
 
 def parse_result(value: Any) -> InvocationResult:
@@ -164,10 +171,22 @@ async def run_command(
     """Run a command executor for one turn under the protocol of docs/executors.md."""
     argv = _resolve_argv(binding.command, base_dir)
     env = {**os.environ, **binding.env, "EXECSYS_CAPABILITY": capability}
+    env[LAUNCH_ENV] = request.invocation
     if workspace:
         env["EXECSYS_WORKSPACE"] = workspace
+    missing = _not_executable(argv[0], env.get("PATH"), workspace)
+    if missing:
+        return Failed(
+            reason="start-failed", code=ErrorCode.EXECUTOR_START_FAILED, detail=missing[:300]
+        )
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
+            # The shim supervises the turn: see runner/_shim.py.
+            sys.executable,
+            "-I",
+            "-S",
+            _SHIM,
+            str(os.getpid()),
             *argv,
             cwd=workspace or None,
             stdin=asyncio.subprocess.PIPE,
@@ -181,11 +200,10 @@ async def run_command(
         process = await asyncio.shield(spawn)
     except asyncio.CancelledError:
         # Cancelled mid-start, asyncio would kill the leader alone and then wait for
-        # pipes its children still hold; let the start finish and kill the group.
+        # pipes its children still hold; let the start finish and end the turn.
         with contextlib.suppress(Exception):
             started = await spawn
-            _kill_group(started)
-            await _reap(started)
+            await _end_turn(started)
         raise
     except OSError as exc:
         return Failed(
@@ -199,8 +217,7 @@ async def run_command(
             timeout=binding.timeout_s,
         )
     except TimeoutError:
-        _kill_group(process)
-        await _reap(process)
+        await _end_turn(process)
         return Failed(
             reason="timeout",
             code=ErrorCode.EXECUTOR_TIMEOUT,
@@ -208,9 +225,8 @@ async def run_command(
             detail=f"killed at the {binding.timeout_s:g} s deadline",
         )
     except asyncio.CancelledError:
-        _kill_group(process)
         with contextlib.suppress(Exception):
-            await asyncio.shield(_reap(process))
+            await asyncio.shield(_end_turn(process))
         raise
     code = await process.wait()
     if too_large:
@@ -246,8 +262,9 @@ async def _communicate(
         while chunk := await stream.read(65536):
             size += len(chunk)
             if size > limit:
-                # Past the bound the reply is void: stop the group now, then read to EOF.
-                _kill_group(process)
+                # Past the bound the reply is void: end the turn now, then read to EOF.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(process.pid, signal.SIGTERM)
                 await _drain(stream)
                 return b"", True
             chunks.append(chunk)
@@ -282,11 +299,17 @@ async def _reap(process: asyncio.subprocess.Process) -> None:
     assert process.stderr is not None
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         process.stdin.close()
-    with contextlib.suppress(TimeoutError):
+    try:
         await asyncio.wait_for(
             asyncio.gather(_drain(process.stdout), _drain(process.stderr), process.wait()),
             timeout=_REAP_GRACE_S,
         )
+    except TimeoutError:
+        # Abandoned: close the transport now, or its finalizer runs after the loop
+        # has closed and prints a traceback about it.
+        transport = getattr(process, "_transport", None)
+        if transport is not None:
+            transport.close()
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -294,8 +317,38 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+async def _end_turn(process: asyncio.subprocess.Process) -> None:
+    """Stop a turn early: the shim kills the whole tree; the group is killed if it cannot."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(process.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(process.wait()), timeout=_TERM_GRACE_S)
+    _kill_group(process)
+    await _reap(process)
+
+
+def _not_executable(program: str, path: str | None, cwd: str | None) -> str:
+    """Why ``program`` cannot be started ('' if it can): checked before the shim forks."""
+    if "/" in program:
+        where = os.path.join(cwd or os.getcwd(), program)
+        if not os.path.exists(where):
+            return f"{program}: No such file or directory"
+        if os.path.isdir(where) or not os.access(where, os.X_OK):
+            return f"{program}: Permission denied"
+        return ""
+    if shutil.which(program, path=path) is None:
+        return f"{program}: No such file or directory"
+    return ""
+
+
 def _classify(code: int, stdout: bytes, stderr: bytes) -> InvocationResult:
     tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+    if code == _SHIM_START_FAILED and tail[0].startswith(_SHIM_MARKER):
+        return Failed(
+            reason="start-failed",
+            code=ErrorCode.EXECUTOR_START_FAILED,
+            detail=tail[0][len(_SHIM_MARKER) + 2 :][:300],
+        )
     try:
         reply = json.loads(stdout.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
