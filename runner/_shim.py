@@ -39,6 +39,11 @@ class _Terminate(Exception):
 
 
 def _on_term(signum: int, frame: object) -> None:
+    # The parent-death signal can arrive more than once (once per dying thread of
+    # a multi-threaded runner): the first one ends the turn, later ones must not
+    # interrupt the cleanup it started.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     raise _Terminate
 
 
