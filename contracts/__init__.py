@@ -44,6 +44,7 @@ from contracts._errors import (
 )
 from contracts._ids import CorrelationId, DeliveryId, Digest, InvocationId, NodeId, SavepointId
 from contracts._invocation import (
+    LAUNCH_ENV,
     PROTOCOL,
     Completed,
     Failed,
@@ -109,6 +110,7 @@ from contracts._status import DeliveryStatus, StatusReport, SuspensionView, Wait
 __all__ = [
     "DEFAULT_STORE",
     "JOURNAL_FORMAT",
+    "LAUNCH_ENV",
     "MAX_JOURNAL_INT",
     "NODE_KINDS",
     "PROTOCOL",

@@ -17,6 +17,11 @@ from contracts._errors import ErrorCode
 
 PROTOCOL: Literal["execution-system/v1"] = "execution-system/v1"
 
+LAUNCH_ENV = "EXECSYS_INVOCATION"
+"""Environment variable every process of a command turn carries: the invocation id.
+
+Recovery finds processes an interrupted attempt left behind by it."""
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")

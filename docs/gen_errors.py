@@ -120,6 +120,11 @@ MEANINGS: dict[str, str] = {
     "STORE_ERROR": "The store failed to read or write.",
     "SUBSTRATE_ERROR": "The execution substrate failed unexpectedly.",
     "INTERVENTION_REQUIRED": "The delivery needs an operator's directive to continue.",
+    "ATTEMPT_INTERRUPTED": "An attempt's runner stopped before its result committed; a "
+    "directive ended the attempt as history and started a new one.",
+    "RECOVERY_UNCERTAIN": "A directive cannot confirm that an interrupted attempt's processes "
+    "are gone (another host launched them, or they do not die); the delivery stays in "
+    "intervention.",
     # suspensions, directives
     "CORRELATION_UNKNOWN": "No pending suspension has that correlation id.",
     "CORRELATION_STALE": "The correlation belongs to an earlier suspension.",

@@ -23,6 +23,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from contracts import CommandBinding, ErrorCode, ExecutorBinding, PythonBinding, ScriptedBinding
 from contracts._invocation import (
+    LAUNCH_ENV,
     Completed,
     Failed,
     InvocationRequest,
@@ -39,8 +40,6 @@ _TERM_GRACE_S = 2.0
 _SHIM = str(Path(__file__).with_name("_shim.py"))
 _SHIM_START_FAILED = 127
 _SHIM_MARKER = "execsys-shim: cannot start"
-LAUNCH_ENV = "EXECSYS_INVOCATION"
-"""Every process of a turn carries its invocation id here (recovery finds leftovers by it)."""
 
 
 def parse_result(value: Any) -> InvocationResult:

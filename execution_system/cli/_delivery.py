@@ -192,6 +192,14 @@ def _inspect(args: argparse.Namespace) -> int:
     )
     for problem in report.get("mismatches", []):
         emit(f"  MISMATCH   {problem}")
+    if report.get("needs_directive"):
+        emit(f"  NEEDS A DIRECTIVE: {report['needs_directive']}")
+    for attempt in report.get("interrupted", []):
+        emit(
+            f"  interrupted: '{attempt['node']}' activation {attempt['activation']} "
+            f"attempt {attempt['attempt']} ({attempt['reason']}); 'recover --directive "
+            "continue' ends it as history and starts a new attempt"
+        )
     emit("  nodes:")
     for node, view in report["nodes"].items():
         emit(

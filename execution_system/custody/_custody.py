@@ -68,6 +68,7 @@ from execution_system.custody._tree import (
     within,
 )
 from execution_system.custody._workspace import copy_seed, remove_tree
+from host._faults import boundary
 
 #: Parsed manifests kept in memory, by savepoint id (a manifest is immutable).
 _TREE_CACHE_SIZE = 8
@@ -359,8 +360,10 @@ class FileCustody:
                                 path,
                                 f"artifact claims {ref.digest}; the workspace holds {found}",
                             )
+                    boundary("custody-validate", "before")
                     report = self._commit(delivery, observed, batch)
                 self._state.use_nonce(delivery, claims.nonce)
+                boundary("custody-validate", "after")
                 return CustodyVerdict(
                     accepted=True, savepoint=report.savepoint, changed=tuple(changed)
                 )
@@ -383,7 +386,9 @@ class FileCustody:
                     raise Refusal(
                         ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, savepoint, str(exc)
                     ) from None
+                boundary("custody-advance", "before")
                 self._state.set_head(delivery, savepoint)
+                boundary("custody-advance", "after")
         except Refusal as refusal:
             _raise(refusal)
 
@@ -413,6 +418,7 @@ class FileCustody:
                     remove_tree(workspace)
                     workspace.mkdir(parents=True)
                 cache = self._state.load_cache(delivery)
+                boundary("custody-restore", "before")
                 try:
                     problems = materialize(workspace, want, self._blobs, cache)
                     differences, observed = verify(workspace, want, cache, full_verify=full_verify)
@@ -430,6 +436,7 @@ class FileCustody:
                         confirmed=False, savepoint=savepoint, differences=tuple(found)
                     )
                 self._state.set_head(delivery, savepoint)
+                boundary("custody-restore", "after")
                 return RestoreResult(confirmed=True, savepoint=savepoint)
         except Refusal as refusal:
             _raise(refusal)

@@ -88,7 +88,7 @@ async def run_action_turn(
             rationale="action-input answered",
         )
     else:
-        if attempt > 1 and node.retry is not None:
+        if attempt > 1 and node.retry is not None and not site.get("directive"):
             await _sleep_unless_stopped(writer, backoff_s(node.retry, attempt))
         if not begin(writer, site, node.max_visits):
             return
@@ -205,7 +205,9 @@ async def run_action_turn(
                 attempt=attempt,
                 error={"code": result.code.value, "message": result.reason},
             )
-            writer.put("pending", node_id, {**_site_fields(site), "attempt": attempt + 1})
+            retry = {**_site_fields(site), "attempt": attempt + 1}
+            retry.pop("started", None)
+            writer.put("pending", node_id, writer.dispatch(node_id, retry))
             writer.goto.append(node_id)
             return
         code = result.code if not result.retryable else ErrorCode.RETRIES_EXHAUSTED
@@ -221,7 +223,16 @@ async def run_action_turn(
 
 
 def _site_fields(site: Mapping[str, Any]) -> dict[str, Any]:
-    keep = {"activation", "attempt", "turn", "predecessors", "session", "response", "halts"}
+    keep = {
+        "activation",
+        "attempt",
+        "turn",
+        "predecessors",
+        "session",
+        "response",
+        "halts",
+        "started",
+    }
     return {k: v for k, v in site.items() if k in keep}
 
 

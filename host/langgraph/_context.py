@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from contracts import (
+    ActionNode,
     AdmittedDelivery,
     BarrierNode,
     ControlGraph,
@@ -21,6 +22,7 @@ from contracts import (
 )
 from contracts._invocation import Invoker
 from contracts._topology import Region, region_index
+from host._launches import launch_record
 from host._operations import Operation
 
 HOST_ACTOR = {"id": "host", "kind": "automation", "role": "host"}
@@ -97,6 +99,8 @@ class DeliveryContext:
     stop_reason: str = ""
     """Why ``stop`` was set: terminal, failed, intervention, or stop (an operator)."""
     sleep: Callable[[float], Any] = asyncio.sleep
+    interrupted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """node -> the directive that re-dispatches its interrupted attempt (recovery only)."""
 
     @cached_property
     def delivery_id(self) -> DeliveryId:
@@ -213,19 +217,92 @@ class StepWriter:
             outputs = self.state.get("outputs") or {}
             for stale in (self.ctx.info.downstream(target) | {target}) & set(outputs):
                 self.put("outputs", stale, None)
-        self.put(
-            "pending",
-            target,
-            {
-                "activation": activation,
-                "visit": visit,
-                "attempt": 1,
-                "turn": 1,
-                "predecessors": [[predecessor[0], predecessor[1]]],
-            },
-        )
+        site: dict[str, Any] = {
+            "activation": activation,
+            "visit": visit,
+            "attempt": 1,
+            "turn": 1,
+            "predecessors": [[predecessor[0], predecessor[1]]],
+        }
+        if isinstance(node, ActionNode) and (node.max_visits is None or visit <= node.max_visits):
+            site = self.dispatch(target, site)
+        self.put("pending", target, site)
         if target not in self.goto:
             self.goto.append(target)
+
+    def journal_start(
+        self,
+        node: str,
+        site: Mapping[str, Any],
+        *,
+        refs: list[dict[str, str]] | None = None,
+        authorization: Mapping[str, str] | None = None,
+        actor: Mapping[str, str] | None = None,
+        rationale: str = "",
+    ) -> None:
+        """Journal an activation's attempt becoming active (and what made it ready)."""
+        activation = int(site["activation"])
+        attempt = int(site.get("attempt", 1))
+        preds = site.get("predecessors") or []
+        if attempt == 1:
+            # The start node begins ready: on its first activation, and on the first one
+            # after a restart invalidated all of its earlier ones (no predecessor either way).
+            if not (node == self.ctx.info.graph.start and not preds):
+                self.event(
+                    node,
+                    activation,
+                    "dependencies-satisfied",
+                    "pending",
+                    "ready",
+                    predecessors=preds,
+                )
+        else:
+            if authorization is None:
+                policy = getattr(self.ctx.info.graph.nodes[node], "retry", None)
+                grant = self.record(
+                    {
+                        "node": node,
+                        "activation": activation,
+                        "attempt": attempt,
+                        "policy": policy.model_dump(mode="json") if policy else None,
+                    }
+                )
+                authorization = {
+                    "kind": "retry-policy",
+                    "id": f"{node}#{activation}.{attempt}",
+                    "digest": grant,
+                }
+                rationale = "the node's retry policy allows another attempt"
+            self.event(
+                node,
+                activation,
+                "retry-authorized",
+                "failed",
+                "ready",
+                authorization=authorization,
+                actor=actor,
+                rationale=rationale,
+                request=f"{node}/{activation}/retry/{attempt}",
+            )
+        self.event(node, activation, "work-started", "ready", "active", attempt=attempt, refs=refs)
+
+    def dispatch(self, node: str, site: dict[str, Any], **grant: Any) -> dict[str, Any]:
+        """Journal an action's attempt as started, with its launch record, in *this* step.
+
+        The step that schedules an action attempt commits its ``work-started``
+        (naming the runner that will invoke it) before the attempt's own step
+        invokes anything, so a runner that dies mid-turn leaves the attempt on
+        record. Returns the site, marked started.
+        """
+        activation = int(site["activation"])
+        attempt = int(site.get("attempt", 1))
+        invocation = invocation_id(self.ctx.delivery_id, node, activation, attempt)
+        launch = self.record(
+            launch_record(self.ctx.delivery_id, node, activation, attempt, invocation)
+        )
+        refs = [{"kind": "launch", "id": f"{node}#{activation}.{attempt}", "digest": launch}]
+        self.journal_start(node, site, refs=refs, **grant)
+        return {**site, "started": True}
 
     def next_activation(self, node: str) -> tuple[int, int]:
         """(journal activation number, visit count) for a new activation of ``node``.

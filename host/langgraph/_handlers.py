@@ -89,51 +89,22 @@ def materialize(
 
 
 def begin(writer: StepWriter, site: Mapping[str, Any], max_visits: int | None) -> bool:
-    """Journal the activation becoming active; False if it may not run."""
+    """Journal the activation becoming active; False if it may not run.
+
+    An action attempt dispatched by the step that scheduled it is already
+    journaled as started (see :meth:`StepWriter.dispatch`).
+    """
+    if site.get("started"):
+        return True
     node = writer.node
-    activation = int(site["activation"])
-    attempt = int(site.get("attempt", 1))
-    visit = int(site.get("visit", activation))
+    visit = int(site.get("visit", site["activation"]))
     if max_visits is not None and visit > max_visits:
         writer.fail_delivery(
             ErrorCode.MAX_VISITS_EXCEEDED,
             f"node '{node}' would run a {visit}th time; max_visits is {max_visits}",
         )
         return False
-    preds = site.get("predecessors") or []
-    # The start node begins ready: on its first activation, and on the first one
-    # after a restart invalidated all of its earlier ones (no predecessor either way).
-    is_root = node == writer.ctx.info.graph.start and not preds
-    if attempt == 1:
-        if not is_root:
-            writer.event(
-                node, activation, "dependencies-satisfied", "pending", "ready", predecessors=preds
-            )
-    else:
-        policy = getattr(writer.ctx.info.graph.nodes[node], "retry", None)
-        grant = writer.record(
-            {
-                "node": node,
-                "activation": activation,
-                "attempt": attempt,
-                "policy": policy.model_dump(mode="json") if policy else None,
-            }
-        )
-        writer.event(
-            node,
-            activation,
-            "retry-authorized",
-            "failed",
-            "ready",
-            authorization={
-                "kind": "retry-policy",
-                "id": f"{node}#{activation}.{attempt}",
-                "digest": grant,
-            },
-            rationale="the node's retry policy allows another attempt",
-            request=f"{node}/{activation}/retry/{attempt}",
-        )
-    writer.event(node, activation, "work-started", "ready", "active", attempt=attempt)
+    writer.journal_start(node, site)
     return True
 
 
@@ -211,6 +182,7 @@ async def handle(node_id: str, state: Mapping[str, Any], ctx: DeliveryContext, s
     if wake is not None:
         writer.put("wake", node_id, None)
     if is_halted(state):
+        _abandon(writer, state)
         return finish(writer)
     if ctx.stop_reason == "stop":
         # An operator's stop arrived between steps: nothing starts; whatever was
@@ -239,6 +211,27 @@ async def handle(node_id: str, state: Mapping[str, Any], ctx: DeliveryContext, s
     elif isinstance(node, TerminalNode):
         _terminal(writer, node_id, node, site)
     return finish(writer)
+
+
+def _abandon(writer: StepWriter, state: Mapping[str, Any]) -> None:
+    """An attempt started for a delivery that has since ended never runs: record that."""
+    site = (state.get("pending") or {}).get(writer.node)
+    ended = (state.get("run") or {}).get("status") in {"completed", "failed", "cancelled"}
+    if site is None or not site.get("started") or not ended:
+        return
+    writer.put("pending", writer.node, None)
+    writer.event(
+        writer.node,
+        int(site["activation"]),
+        "work-failed",
+        "active",
+        "failed",
+        attempt=int(site.get("attempt", 1)),
+        error={
+            "code": ErrorCode.SIBLING_STOPPED.value,
+            "message": "the delivery ended before this attempt ran",
+        },
+    )
 
 
 def _operation(writer: StepWriter, node_id: str, node: OperationNode, site: dict[str, Any]) -> None:

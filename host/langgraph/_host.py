@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import (
+    ActionNode,
     AdmittedDelivery,
     Custody,
     ErrorCode,
@@ -29,11 +30,17 @@ from contracts._invocation import Invoker
 from contracts._status import StatusReport
 from host._operations import Operation
 from host.langgraph import _operator
-from host.langgraph._context import DeliveryContext
+from host.langgraph._context import DeliveryContext, StepWriter
 from host.langgraph._journal_book import JournalBook
 from host.langgraph._lease import LeaseManager
 from host.langgraph._store import Store, connect
-from host.langgraph._views import derive_status, inspect_report, list_report, status_report
+from host.langgraph._views import (
+    ORPHANED_DIRECTIVES,
+    derive_status,
+    inspect_report,
+    list_report,
+    status_report,
+)
 
 RECURSION_LIMIT = 1_000_000
 """LangGraph's super-step bound; cycles are bounded by max_visits instead."""
@@ -41,17 +48,29 @@ RECURSION_LIMIT = 1_000_000
 _HALTED = {"completed", "failed", "cancelled", "retired"}
 
 
-def first_input(delivery: AdmittedDelivery, head: str) -> dict[str, Any]:
-    """The input that starts a delivery's thread: its start node, scheduled once."""
+def first_input(delivery: AdmittedDelivery, head: str, ctx: DeliveryContext) -> dict[str, Any]:
+    """The input that starts a delivery's thread: its start node, scheduled once.
+
+    An action start node is journaled as started with the input checkpoint,
+    before its first turn runs (like every other dispatched attempt).
+    """
     start = delivery.graph.start
-    return {
+    site: dict[str, Any] = {"activation": 1, "visit": 1, "attempt": 1, "turn": 1}
+    site["predecessors"] = []
+    writer = StepWriter(ctx, {}, start)
+    if isinstance(delivery.graph.nodes[start], ActionNode):
+        site = writer.dispatch(start, site)
+    first: dict[str, Any] = {
         "run": {"status": "running", "outcome": "", "message": "started"},
         "visits": {start: 1},
         "activations": {start: 1},
-        "pending": {start: {"activation": 1, "attempt": 1, "turn": 1, "predecessors": []}},
+        "pending": {start: site},
         "wake": {start: {}},
         "savepoint": {"head": head},
     }
+    if writer.outbox:
+        first["outbox"] = writer.outbox
+    return first
 
 
 class LangGraphHost:
@@ -178,7 +197,8 @@ class LangGraphHost:
                         canonical_bytes(delivery.model_dump(mode="json")),
                     )
                     self.journals.create(cur, delivery, created_by)
-                await self._drive(delivery, first_input(delivery, head), token)
+                ctx = self._context(delivery)
+                await self._drive(delivery, first_input(delivery, head, ctx), token, ctx)
             finally:
                 self.leases.release(did)
         return self.status(did)
@@ -300,6 +320,14 @@ class LangGraphHost:
                 "directives": [],
             }
         report = inspect_report(self.store, delivery_id)
+        active = report.pop("active")
+        report["interrupted"] = []
+        if report["status"] == "running" and self.leases.is_free(delivery_id):
+            # Nobody drives it: whatever is active was interrupted with its runner.
+            why = "its runner stopped before the attempt's result committed"
+            report["interrupted"] = [{**a, "reason": why} for a in active]
+            report["needs_directive"] = _operator.ORPHANED
+            report["directives"] = list(ORPHANED_DIRECTIVES)
         report["custody"]["head"] = _operator.custody_head(self, delivery_id)
         report["savepoints"] = self.store.savepoint_checkpoints(delivery_id)
         report["mismatches"] = _operator.consistency(self, delivery_id)
@@ -352,26 +380,32 @@ class LangGraphHost:
             cache_record=self._cache_record,
         )
 
-    async def _snapshot(self, delivery: AdmittedDelivery) -> tuple[dict[str, Any], bool]:
-        """(channel values, whether LangGraph has tasks left from an interrupted step)."""
+    async def _snapshot(self, delivery: AdmittedDelivery) -> tuple[dict[str, Any], list[str]]:
+        """(channel values, the nodes LangGraph still has tasks for from an interrupted step)."""
         _, graphs = self.engine()
         graph, _ = graphs.get(delivery.graph)
         snapshot = await graph.aget_state(self._config(delivery))
         # 'tasks', not 'next': a task whose writes were saved before the crash is
         # still pending although 'next' no longer lists it.
-        return dict(snapshot.values or {}), bool(snapshot.tasks)
+        return dict(snapshot.values or {}), sorted({str(t.name) for t in snapshot.tasks})
 
     async def _values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
         values, _ = await self._snapshot(delivery)
         return values
 
-    async def _drive(self, delivery: AdmittedDelivery, first: Any, token: int) -> None:
+    async def _drive(
+        self,
+        delivery: AdmittedDelivery,
+        first: Any,
+        token: int,
+        ctx: DeliveryContext | None = None,
+    ) -> None:
         saver, graphs = self.engine()
         graph, _ = graphs.get(delivery.graph)
         did = delivery.delivery_id
         self.journals.drive(delivery)
         saver.tokens[did] = token
-        ctx = self._context(delivery)
+        ctx = ctx or self._context(delivery)
         self._active[did] = ctx
         watcher = asyncio.ensure_future(self._watch_stop(did, ctx))
         try:

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from contracts import AdmittedDelivery, ErrorCode, ExecsysError, ParallelNode, error
 from contracts._status import StatusReport
+from host.langgraph._interrupted import interrupted_attempts, reap_interrupted, redispatch
 
 if TYPE_CHECKING:
     from host.langgraph._host import LangGraphHost
 
 _NOT_STOPPABLE = {"completed", "failed", "cancelled", "retired"}
+ORPHANED = "its runner is gone (crashed or killed) in the middle of a step"
 
 
 async def stop(host: LangGraphHost, delivery_id: str, actor: str, wait_s: float) -> StatusReport:
@@ -168,7 +170,7 @@ def needs_directive(host: LangGraphHost) -> list[dict[str, Any]]:
         delivery, status = row["delivery"], row["status"]
         reasons = []
         if status == "running" and host.leases.is_free(delivery):
-            reasons.append("its runner is gone (crashed or killed) in the middle of a step")
+            reasons.append(ORPHANED)
         if status == "intervention":
             detail = (host.store.delivery_row(delivery) or {}).get("detail", {})
             reasons.append(detail.get("message") or "intervention required")
@@ -234,24 +236,38 @@ def _directive(kind: str, actor: str, reason: str, **extra: Any) -> dict[str, An
 async def _reconcile_custody(
     host: LangGraphHost, delivery: AdmittedDelivery, values: dict[str, Any]
 ) -> None:
-    """Bring custody back to the savepoint the checkpoint embodies, or refuse."""
+    """Bring custody back to exactly the savepoint the checkpoint embodies, or refuse.
+
+    Always restored, even when custody's head already names that savepoint: an
+    attempt killed mid-turn may have written into the workspace without any
+    record moving, and what it wrote must not reach the next savepoint.
+    """
     wanted = (values.get("savepoint") or {}).get("head")
-    found = custody_head(host, delivery.delivery_id)
-    if wanted is None or found == wanted:
+    if wanted is None:
         return
-    restored = await asyncio.to_thread(host.custody.restore, delivery.delivery_id, wanted)
+    await _restore_verified(host, delivery.delivery_id, wanted)
+
+
+async def _restore_verified(host: LangGraphHost, delivery_id: str, savepoint: str) -> None:
+    restored = await asyncio.to_thread(host.custody.restore, delivery_id, savepoint)  # type: ignore[arg-type]
     if not restored.confirmed:
+        message = f"custody could not restore savepoint {savepoint}: " + ", ".join(
+            restored.differences[:3]
+        )
+        host._mark_intervention(delivery_id, message)
         raise error(
             ErrorCode.CUSTODY_RESTORE_UNCERTAIN,
-            f"custody could not restore savepoint {wanted}: " + ", ".join(restored.differences[:3]),
-            path=delivery.delivery_id,
-            expected="a confirmed restore before work continues (the delivery stays as it is)",
+            message,
+            path=delivery_id,
+            expected="a confirmed restore before work continues (the delivery is in intervention)",
         )
 
 
 async def _continue(
     host: LangGraphHost, delivery: AdmittedDelivery, token: int, actor: str, reason: str
 ) -> None:
+    from host.langgraph._host import first_input
+
     did = delivery.delivery_id
     row = host.store.delivery_row(did)
     assert row is not None
@@ -262,51 +278,61 @@ async def _continue(
             path=did,
             expected="a delivery that has not ended",
         )
-    if host.store.latest_checkpoint(did) is None:
-        # Killed before its first checkpoint committed: start the thread again.
-        from host.langgraph._host import first_input
-
+    directive = _directive("continue", actor, reason)
+    values: dict[str, Any] = {}
+    tasks: list[str] = []
+    if host.store.latest_checkpoint(did) is not None:
+        values, tasks = await host._snapshot(delivery)
+    if not values.get("run"):
+        # Killed before its first state committed (LangGraph's first checkpoint holds
+        # no channel values yet): start the thread again, from the workspace exactly
+        # as custody opened it.
         head = await asyncio.to_thread(host.custody.open, did, None)
+        await _restore_verified(host, did, head)
         clear_stop(host, did)
-        await host._drive(delivery, first_input(delivery, head), token)
+        ctx = host._context(delivery)
+        await host._drive(delivery, first_input(delivery, head, ctx), token, ctx)
         return
-    values, pending_tasks = await host._snapshot(delivery)
+    attempts = interrupted_attempts(delivery, values)
+    await reap_interrupted(host, delivery, attempts)
     await _reconcile_custody(host, delivery, values)
     clear_stop(host, did)
-    if pending_tasks:
-        # A runner died mid-step: LangGraph re-runs exactly the interrupted tasks.
-        await host._drive(delivery, None, token)
-        return
     wake: dict[str, Any] = {}
     halted = values.get("halted") or {}
     for node in halted:
-        wake[node] = {"directive": _directive("continue", actor, reason)}
+        wake[node] = {"directive": directive}
     quiet = set(values.get("suspensions") or {}) | set(values.get("waits") or {})
-    for node in values.get("pending") or {}:
-        if node not in quiet and node not in halted:
-            wake[node] = {}  # stopped before it began: run it now
+    # A wake already committed (an answer, a resolution) is handed over again as it is.
+    woken = dict(values.get("wake") or {})
+    for node in [*(values.get("pending") or {}), *tasks]:
+        if node in delivery.graph.nodes and node not in quiet and node not in halted:
+            wake[node] = woken.get(node, {})  # scheduled, or interrupted mid-step: run it now
+    for node, value in woken.items():
+        wake.setdefault(node, value)
     for barrier in unfired_barriers(delivery, values):
         wake[barrier] = {}
     status = row["status"]
-    if not wake and status == "intervention":
+    if not wake and not woken and status == "intervention":
         raise error(
             ErrorCode.DIRECTIVE_NOT_APPLICABLE,
             "nothing is blocked or scheduled to continue",
             path=did,
             expected="'intervene' or 'restart-from-savepoint'",
         )
-    await host._drive(
-        delivery,
-        {
-            "run": {
-                "status": "running",
-                "outcome": "",
-                "message": f"continued by {actor}: {reason}",
-            },
-            "wake": wake,
+    ctx = host._context(delivery)
+    pending, outbox = redispatch(ctx, values, attempts, directive)
+    first: dict[str, Any] = {
+        "run": {
+            "status": "running",
+            "outcome": "",
+            "message": f"continued by {actor}: {reason}",
         },
-        token,
-    )
+        "wake": wake,
+    }
+    if pending:
+        first["pending"] = pending
+        first["outbox"] = outbox
+    await host._drive(delivery, first, token, ctx)
 
 
 async def _intervene(

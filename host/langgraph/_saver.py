@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import (
 )
 
 from contracts import ErrorCode, canonical_bytes, error
-from host.langgraph import _faults
+from host import _faults
 from host.langgraph._async_saver import SyncBackedSaver
 from host.langgraph._journal_book import JournalBook
 from host.langgraph._store import Store

@@ -120,6 +120,11 @@ def inspect_report(store: Store, delivery: str) -> dict[str, Any]:
             "attempts": sum(len(v.attempts) for v in views),
             "activations": latest or 0,
         }
+    active = [
+        {"node": node, "activation": number, "attempt": len(view.attempts)}
+        for (node, number), view in sorted(projection.activations.items())
+        if view.state.value == "active"
+    ]
     detail = row["detail"]
     return {
         **report.public(),
@@ -132,4 +137,9 @@ def inspect_report(store: Store, delivery: str) -> dict[str, Any]:
         "custody": {"savepoint": detail.get("savepoint")},
         "checkpoint": row["checkpoint"],
         "directives": _DIRECTIVES.get(report.status.value, []),
+        "active": active,
     }
+
+
+#: What an operator can do for a delivery left ``running`` by a runner that is gone.
+ORPHANED_DIRECTIVES = ["recover continue", "recover restart-from-savepoint", "stop"]

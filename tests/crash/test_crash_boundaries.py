@@ -1,18 +1,25 @@
 """SIGKILL a real runner at every write boundary; recovery must lose and repeat nothing.
 
 The scenario has an action-input (the planner asks), a parallel subset (a and
-c of a, b, c), a retry (a fails once), and a workflow wait (approve). Its three
+c of a, b, c), a retry (a fails once), an action that writes into its
+workspace (edit, after the barrier), and a workflow wait (approve). Its three
 phases are three CLI processes: ``run`` (until the question), ``input`` (until
 the wait), ``resolve`` (until done). For each phase and each write boundary of
-that phase (before and after every checkpoint commit, and around the pending
-writes LangGraph stores), the phase's process is killed there, an operator
-issues ``recover continue``, and the rest of the scenario runs. Every time:
+that phase (before and after every checkpoint commit, around the pending writes
+LangGraph stores, and around custody's own writes: validation, advancing the
+head, restoring), the phase's process is killed there, an operator issues
+``recover continue``, and the rest of the scenario runs. Every time:
 
 * ``inspect`` reports no mismatch between checkpoint, journal and custody, and
   ``journal verify`` passes, right after the crash and at the end;
-* the final journal equals an uncrashed run's in node states, transitions,
-  attempts and output digests;
-* a turn whose result was committed before the kill never runs again.
+* every activation ends in the same state with the same output digests as in
+  an uncrashed run; an attempt the kill interrupted is journaled as
+  ``ATTEMPT_INTERRUPTED`` and followed by a new attempt the directive
+  authorized — never completed itself;
+* the final savepoint holds exactly what the attempt of ``edit`` that
+  completed wrote, nothing of an interrupted one;
+* no turn runs twice, except the continuation turn of an answered question
+  whose step was cut short (same invocation and turn: its idempotency key).
 """
 
 from __future__ import annotations
@@ -143,23 +150,55 @@ def _phase(root: Path, phase: str, fault: str = "") -> subprocess.CompletedProce
 EXPECTED_STOP = {"run": "suspended", "input": "waiting", "resolve": "completed"}
 
 
-def _journal(root: Path) -> list[tuple[Any, ...]]:
+def _events(root: Path) -> list[dict[str, Any]]:
     with _Api(root) as host:
         lines = host.journal_lines(host.deliveries()[0]["delivery"])
-    events = []
-    for line in lines[1:]:
-        e = json.loads(line)
-        events.append(
-            (
-                e["node"],
-                e["activation"],
-                e["transition"],
-                e["result_state"],
-                (e.get("attempt") or {}).get("sequence"),
-                tuple(sorted((r["kind"], r["digest"]) for r in e.get("refs", []))),
-            )
-        )
-    return events
+    return [json.loads(line) for line in lines[1:]]
+
+
+def _journal(root: Path) -> dict[tuple[str, int], tuple[Any, ...]]:
+    """Per activation: its final state and the outputs it committed."""
+    final: dict[tuple[str, int], tuple[Any, ...]] = {}
+    for e in _events(root):
+        key = (e["node"], e["activation"])
+        outputs = tuple(sorted(r["digest"] for r in e.get("refs", []) if r["kind"] == "output"))
+        previous = final.get(key, (None, ()))
+        final[key] = (e["result_state"], outputs or previous[1])
+    return final
+
+
+def _check_interruptions(root: Path) -> None:
+    """Each interrupted attempt is history: failed, then a new attempt by directive."""
+    events = _events(root)
+    for i, e in enumerate(events):
+        if (e.get("error") or {}).get("code") != "ATTEMPT_INTERRUPTED":
+            continue
+        assert e["transition"] == "work-failed" and e["actor"]["kind"] == "human"
+        after = [
+            x
+            for x in events[i + 1 :]
+            if (x["node"], x["activation"]) == (e["node"], e["activation"])
+        ]
+        assert after[0]["transition"] == "retry-authorized"
+        assert after[0]["authorization"]["kind"] == "directive"
+        assert after[1]["transition"] == "work-started"
+        assert after[1]["attempt"]["sequence"] == e["attempt"]["sequence"] + 1
+
+
+def _completing_attempt(root: Path, node: str) -> int:
+    done = [e for e in _events(root) if e["node"] == node and e["transition"] == "work-completed"]
+    assert len(done) == 1
+    return int(done[0]["attempt"]["sequence"])
+
+
+def _savepoint_files(root: Path) -> list[str]:
+    from execution_system.custody import FileCustody
+
+    with _Api(root) as host:
+        delivery = host.deliveries()[0]["delivery"]
+        savepoint = host.inspect(delivery)["custody"]["savepoint"]
+    custody = FileCustody(root / "custody")
+    return [entry.path for entry in custody.manifest(delivery, savepoint)]
 
 
 def _check_agreement(root: Path) -> dict[str, Any]:
@@ -223,9 +262,20 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
+_STORE_WRITES = ("put", "put_writes")
+_CUSTODY_WRITES = ("custody-validate", "custody-advance", "custody-restore")
+
+
 def _boundaries() -> list[tuple[str, str]]:
-    kinds = [(kind, phase) for kind in ("put", "put_writes") for phase in ("before", "after")]
-    return [(phase, f"{kind}:{{k}}:{when}") for phase in PHASES for kind, when in kinds]
+    kinds = [(kind, when) for kind in _STORE_WRITES for when in ("before", "after")]
+    boundaries = [(phase, f"{kind}:{{k}}:{when}") for phase in PHASES for kind, when in kinds]
+    # Custody writes happen in the phase that runs the parallel branches.
+    boundaries += [
+        ("input", f"{kind}:{{k}}:{when}")
+        for kind in _CUSTODY_WRITES
+        for when in ("before", "after")
+    ]
+    return boundaries
 
 
 @pytest.mark.slow
@@ -275,12 +325,14 @@ def test_every_write_boundary(
         final = _check_agreement(root)
         assert final["status"] == "completed"
         assert _journal(root) == reference["journal"]
+        _check_interruptions(root)
+        assert _savepoint_files(root) == [f"out/edit-{_completing_attempt(root, 'edit')}.txt"]
         turns = (root / "turns.log").read_text().splitlines()
         repeated = [t for t, n in Counter(turns).items() if n > 1]
         if pattern.startswith("put:") and pattern.endswith(":after"):
             # The killed step had committed: nothing it did may run again.
             assert repeated == [], repeated
         else:
-            # Only the interrupted step's turns may repeat (they never committed).
-            assert len(repeated) <= 2, repeated
+            # Only an answered question's continuation turn may repeat.
+            assert all(t.split()[3] != "1" for t in repeated), repeated
     assert killed >= 1, "the fault never fired: the boundary pattern is wrong"
