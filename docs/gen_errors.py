@@ -154,6 +154,9 @@ MEANINGS: dict[str, str] = {
     "CUSTODY_WRITE_UNDER_READ": "A read-only action changed the workspace.",
     "CUSTODY_PROTECTED_PATH": "A step changed a path its capability protects (e.g. the tests).",
     "CUSTODY_WRITE_OUTSIDE_PATHS": "A write touched a path outside the allowed prefixes.",
+    "CUSTODY_UNATTRIBUTED_WRITE": "A workspace path changed before the turn's capability was "
+    "issued: a write from outside the turn (e.g. a process left over from an earlier step); "
+    "refused, never committed by a later step.",
     "CUSTODY_SYMLINK_ESCAPE": "A symlink points outside the workspace.",
     "CUSTODY_SPECIAL_FILE": "The workspace holds a device, socket or FIFO.",
     "CUSTODY_PATH_TRAVERSAL": "A path climbs out of the workspace.",

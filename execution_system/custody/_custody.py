@@ -72,6 +72,10 @@ from host._faults import boundary
 
 #: Parsed manifests kept in memory, by savepoint id (a manifest is immutable).
 _TREE_CACHE_SIZE = 8
+#: Capabilities whose issue time this process remembers (for unattributed writes).
+_ISSUED_MEMORY = 4096
+#: File timestamps are taken from the kernel's coarse clock; compare with the same one.
+_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", time.CLOCK_REALTIME)
 
 
 class SnapshotReport(BaseModel):
@@ -110,6 +114,8 @@ class FileCustody:
         self._key: SigningKey | None = None
         self._trees: dict[str, Tree] = {}
         self._trees_lock = threading.Lock()
+        self._issued_ns: dict[str, int] = {}
+        """nonce -> the coarse real time its capability was issued (this process only)."""
 
     def __repr__(self) -> str:
         return f"FileCustody(root={os.fspath(self._root)!r})"
@@ -302,6 +308,11 @@ class FileCustody:
             expires_at=now + ttl_s,
             nonce=secrets.token_hex(16),
         )
+        if len(self._issued_ns) >= _ISSUED_MEMORY:
+            self._issued_ns.pop(next(iter(self._issued_ns)))
+        # The clock file timestamps come from (coarse), not the injectable one: a change
+        # whose ctime precedes this instant did not come from the turn being issued.
+        self._issued_ns[claims.nonce] = time.clock_gettime_ns(_COARSE)
         return SignedCapability(claims=claims, token=encode_token(claims, self._signing_key()))
 
     def validate(self, preview: CustodyPreview, *, full_verify: bool = False) -> CustodyVerdict:
@@ -351,6 +362,7 @@ class FileCustody:
                 with self._scanning(delivery, full_verify=full_verify) as (observed, batch):
                     changed = diff(base, observed.tree)
                     _check_changes(claims, changed)
+                    self._check_attributed(delivery, claims.nonce, changed, observed.tree)
                     for path, ref in artifacts:
                         entry = observed.tree.get(path)
                         if entry is None or entry.link or entry.sha256 != ref.digest:
@@ -468,6 +480,27 @@ class FileCustody:
                 self._blobs.collect(keep)
         except Refusal as refusal:
             _raise(refusal)
+
+    def _check_attributed(self, delivery: str, nonce: str, changed: list[str], tree: Tree) -> None:
+        """Refuse changes that predate the capability (only where this process issued it)."""
+        issued = self._issued_ns.pop(nonce, None)
+        if issued is None or not changed:
+            return
+        workspace = self._workspace(delivery)
+        late = []
+        for path in changed:
+            if path not in tree:
+                continue  # a deletion leaves no timestamp to attribute
+            with suppress(OSError):
+                if os.lstat(workspace / path).st_ctime_ns < issued:
+                    late.append(path)
+        if late:
+            raise Refusal(
+                ErrorCode.CUSTODY_UNATTRIBUTED_WRITE,
+                late[0],
+                f"{len(late)} path(s) changed before this turn's capability was issued "
+                "(a write from outside the turn)",
+            )
 
     # --- beyond the protocol ----------------------------------------------------------
 
