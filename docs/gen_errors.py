@@ -140,6 +140,8 @@ MEANINGS: dict[str, str] = {
     "STATE_MISMATCH": "Checkpoint, journal and custody disagree.",
     "STOP_NOT_APPLICABLE": "The delivery cannot be stopped in its current state.",
     "STOP_REQUESTED": "An operator stopped the delivery; only a directive continues it.",
+    "DELIVERY_CANCELLED": "An operator cancelled the delivery; each activation still open was "
+    "ended with this code, by that operator.",
     "RETIRE_NOT_APPLICABLE": "The delivery is neither terminal nor stopped.",
     "RETIRE_AUTHORIZATION_CONFLICT": "The delivery was retired under another authorization.",
     # custody

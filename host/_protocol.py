@@ -31,7 +31,12 @@ class CoordinatorHost(Protocol):
         ...
 
     async def stop(
-        self, delivery_id: str, *, actor: str = "operator", wait_s: float = 30.0
+        self,
+        delivery_id: str,
+        *,
+        actor: str = "operator",
+        wait_s: float = 30.0,
+        reason: str = "",
     ) -> StatusReport:
         """Bring the delivery to ``stopped`` at its next safe boundary."""
         ...

@@ -29,6 +29,7 @@ def register(commands: Any) -> None:
         metavar="SECONDS",
         help="how long to wait for a running delivery to stop (default 30)",
     )
+    stop.add_argument("--reason", default="", metavar="TEXT", help="why (journaled)")
     stop.set_defaults(handler=_stop)
 
     recover = commands.add_parser("recover", help="apply a recovery directive")
@@ -80,7 +81,12 @@ def _run(args: argparse.Namespace, call: Any) -> Any:
 def _stop(args: argparse.Namespace) -> int:
     from execution_system.cli._delivery import print_status
 
-    report = _run(args, lambda host: host.stop(args.delivery, actor=_actor(args), wait_s=args.wait))
+    report = _run(
+        args,
+        lambda host: host.stop(
+            args.delivery, actor=_actor(args), wait_s=args.wait, reason=args.reason
+        ),
+    )
     return print_status(report, args.json)
 
 

@@ -140,9 +140,7 @@ async def run_action_turn(
         if not await _restore_or_intervene(writer, base):
             return
         if ctx.stop_reason == "stop":
-            writer.halt(
-                "stopped", f"stopped by an operator during '{node_id}'", ErrorCode.STOP_REQUESTED
-            )
+            writer.stopped_by_operator(f"during '{node_id}'")
             return
         writer.put("pending", node_id, None)
         writer.event(

@@ -98,6 +98,8 @@ class DeliveryContext:
     """Set when a terminal is reached or a stop is requested: in-flight turns end."""
     stop_reason: str = ""
     """Why ``stop`` was set: terminal, failed, intervention, or stop (an operator)."""
+    stop_request: dict[str, str] = field(default_factory=dict)
+    """For an operator's stop: ``actor`` and ``reason`` (journaled on what it halts)."""
     sleep: Callable[[float], Any] = asyncio.sleep
     interrupted: dict[str, dict[str, Any]] = field(default_factory=dict)
     """node -> the directive that re-dispatches its interrupted attempt (recovery only)."""
@@ -323,11 +325,30 @@ class StepWriter:
         self.ctx.stop_reason = self.ctx.stop_reason or "failed"
         self.ctx.stop.set()
 
+    def stopped_by_operator(self, where: str) -> None:
+        """Halt this node for an operator's stop, journaled with their name and reason."""
+        request = self.ctx.stop_request
+        who = request.get("actor") or "an operator"
+        why = f": {request['reason']}" if request.get("reason") else ""
+        self.halt(
+            "stopped",
+            f"stopped by {who} {where}{why}",
+            ErrorCode.STOP_REQUESTED,
+            actor={"id": who, "kind": "human"} if request.get("actor") else None,
+        )
+
     def intervention(self, message: str, code: ErrorCode = ErrorCode.INTERVENTION_REQUIRED) -> None:
         """Halt this node and the delivery until an operator's directive (never a guess)."""
         self.halt("intervention", message, code)
 
-    def halt(self, status: str, message: str, code: ErrorCode) -> None:
+    def halt(
+        self,
+        status: str,
+        message: str,
+        code: ErrorCode,
+        *,
+        actor: Mapping[str, str] | None = None,
+    ) -> None:
         """Block this node's activation (journaled) and set the delivery's status.
 
         The node keeps its scheduled site, so ``recover continue`` re-runs the same
@@ -344,6 +365,7 @@ class StepWriter:
                 "blocked",
                 attempt=int(site.get("attempt", 1)),
                 error={"code": code.value, "message": message[:4000]},
+                actor=actor,
                 rationale=f"{status}: waiting for an operator's directive",
                 request=f"{self.node}/{activation}/halt/{site.get('attempt', 1)}/"
                 f"{site.get('turn', 1)}/{site.get('halts', 0)}",

@@ -186,10 +186,15 @@ async def handle(node_id: str, state: Mapping[str, Any], ctx: DeliveryContext, s
         return finish(writer)
     if ctx.stop_reason == "stop":
         # An operator's stop arrived between steps: nothing starts; whatever was
-        # scheduled stays scheduled for 'recover continue'.
-        writer.status(
-            "stopped", outcome=ErrorCode.STOP_REQUESTED.value, message="stopped by an operator"
-        )
+        # scheduled stays scheduled for 'recover continue'. An attempt already
+        # journaled as started is halted, with the operator's name and reason.
+        site = (state.get("pending") or {}).get(node_id)
+        if site is not None and site.get("started"):
+            writer.stopped_by_operator(f"before '{node_id}' ran")
+        else:
+            writer.status(
+                "stopped", outcome=ErrorCode.STOP_REQUESTED.value, message="stopped by an operator"
+            )
         return finish(writer)
     if isinstance(node, BarrierNode):
         _barrier(writer, node_id, node)

@@ -249,10 +249,15 @@ class LangGraphHost:
         return self.status(delivery_id)
 
     async def stop(
-        self, delivery_id: str, *, actor: str = "operator", wait_s: float = 30.0
+        self,
+        delivery_id: str,
+        *,
+        actor: str = "operator",
+        wait_s: float = 30.0,
+        reason: str = "",
     ) -> StatusReport:
         """Bring the delivery to ``stopped`` at its next safe boundary."""
-        return await _operator.stop(self, delivery_id, actor, wait_s)
+        return await _operator.stop(self, delivery_id, actor, wait_s, reason)
 
     async def recover(
         self,
@@ -283,7 +288,9 @@ class LangGraphHost:
         self, delivery_id: str, *, actor: str = "operator", reason: str = ""
     ) -> StatusReport:
         """Stop the delivery and end it as cancelled (nothing can continue it)."""
-        return await _operator.cancel(self, delivery_id, actor, reason)
+        from host.langgraph._cancel import cancel
+
+        return await cancel(self, delivery_id, actor, reason)
 
     async def invalidate(
         self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
@@ -444,7 +451,9 @@ class LangGraphHost:
     async def _watch_stop(self, delivery_id: str, ctx: DeliveryContext) -> None:
         """Poll for an operator's stop request made by another process."""
         while not ctx.stop.is_set():
-            if _operator.stop_requested(self, delivery_id):
+            request = _operator.stop_request(self, delivery_id)
+            if request is not None:
+                ctx.stop_request = request
                 ctx.stop_reason = ctx.stop_reason or "stop"
                 ctx.stop.set()
                 return

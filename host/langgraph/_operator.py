@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,9 @@ _NOT_STOPPABLE = {"completed", "failed", "cancelled", "retired"}
 ORPHANED = "its runner is gone (crashed or killed) in the middle of a step"
 
 
-async def stop(host: LangGraphHost, delivery_id: str, actor: str, wait_s: float) -> StatusReport:
+async def stop(
+    host: LangGraphHost, delivery_id: str, actor: str, wait_s: float, reason: str = ""
+) -> StatusReport:
     """Bring a delivery to ``stopped`` at its next safe boundary."""
     host._delivery(delivery_id)  # refuses unknown and retired deliveries
     report = host.status(delivery_id)
@@ -42,10 +45,12 @@ async def stop(host: LangGraphHost, delivery_id: str, actor: str, wait_s: float)
     with host.store.transaction() as cur:
         cur.execute(
             "INSERT OR REPLACE INTO execsys_stops (delivery, requested, actor) VALUES (?, ?, ?)",
-            (delivery_id, time.time(), actor),
+            # The actor column holds who and why (JSON); older rows hold the name alone.
+            (delivery_id, time.time(), json.dumps({"actor": actor, "reason": reason})),
         )
     active = host._active.get(delivery_id)
     if active is not None:  # driven by this process: signal it directly
+        active.stop_request = {"actor": actor, "reason": reason}
         active.stop_reason = "stop"
         active.stop.set()
     if active is not None or not host.leases.is_free(delivery_id):
@@ -59,43 +64,10 @@ async def stop(host: LangGraphHost, delivery_id: str, actor: str, wait_s: float)
     try:
         # Nobody drives it: no executor is running, so nothing to interrupt; the
         # stop is recorded on the delivery and only a directive continues it.
-        _mark_stopped(host, delivery_id, f"stopped by {actor} while {report.status.value}")
+        why = f": {reason}" if reason else ""
+        _mark_stopped(host, delivery_id, f"stopped by {actor} while {report.status.value}{why}")
     finally:
         host.leases.release(delivery_id)
-    return host.status(delivery_id)
-
-
-async def cancel(host: LangGraphHost, delivery_id: str, actor: str, reason: str) -> StatusReport:
-    """Stop the delivery (interrupting active work) and end it as ``cancelled``."""
-    report = host.status(delivery_id)
-    if report.status.value not in _NOT_STOPPABLE and report.status.value != "stopped":
-        report = await stop(host, delivery_id, actor, wait_s=60.0)
-    if report.status.value in {"completed", "failed", "cancelled", "retired"}:
-        raise error(
-            ErrorCode.DIRECTIVE_NOT_APPLICABLE,
-            f"the delivery is {report.status.value}",
-            path=delivery_id,
-            expected="a delivery that has not ended",
-        )
-    if report.status.value == "running":
-        raise error(
-            ErrorCode.LEASE_HELD,
-            "the delivery did not stop in time",
-            path=delivery_id,
-            expected="its runner to reach a safe boundary; try again",
-        )
-    row = host.store.delivery_row(delivery_id)
-    assert row is not None
-    with host.store.transaction() as cur:
-        host.store.set_status(
-            cur,
-            delivery_id,
-            "cancelled",
-            "CANCELLED",
-            {**row["detail"], "message": f"cancelled by {actor}: {reason}"},
-            None,
-        )
-        cur.execute("DELETE FROM execsys_stops WHERE delivery = ?", (delivery_id,))
     return host.status(delivery_id)
 
 
@@ -120,10 +92,18 @@ async def _await_stopped(host: LangGraphHost, delivery_id: str, wait_s: float) -
     return host.status(delivery_id)
 
 
-def stop_requested(host: LangGraphHost, delivery_id: str) -> bool:
-    """Whether an operator asked this delivery to stop (checked by its runner)."""
-    rows = host.store.read("SELECT 1 FROM execsys_stops WHERE delivery = ?", (delivery_id,))
-    return bool(rows)
+def stop_request(host: LangGraphHost, delivery_id: str) -> dict[str, str] | None:
+    """Who asked this delivery to stop and why, if anyone did (checked by its runner)."""
+    rows = host.store.read("SELECT actor FROM execsys_stops WHERE delivery = ?", (delivery_id,))
+    if not rows:
+        return None
+    try:
+        found = json.loads(rows[0][0])
+    except (TypeError, ValueError):
+        found = None
+    if not isinstance(found, dict):
+        return {"actor": str(rows[0][0]), "reason": ""}
+    return {"actor": str(found.get("actor", "")), "reason": str(found.get("reason", ""))}
 
 
 def clear_stop(host: LangGraphHost, delivery_id: str) -> None:
@@ -400,8 +380,6 @@ async def retire(
 async def _retire_locked(
     host: LangGraphHost, delivery_id: str, authorization: str, actor: str
 ) -> dict[str, Any]:
-    import json
-
     with host.store.transaction() as cur:
         known = cur.execute(
             "SELECT authorization, fact FROM execsys_retirements WHERE delivery = ?",
@@ -426,8 +404,6 @@ async def _retire_locked(
 
 
 def _retire_rows(cur: Any, delivery_id: str, authorization: str, actor: str) -> dict[str, Any]:
-    import json
-
     from contracts import digest_of
 
     row = cur.execute(

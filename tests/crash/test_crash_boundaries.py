@@ -201,14 +201,19 @@ def _savepoint_files(root: Path) -> list[str]:
     return [entry.path for entry in custody.manifest(delivery, savepoint)]
 
 
-def _check_agreement(root: Path) -> dict[str, Any]:
+def _check_agreement(root: Path, *, crashed: bool = False) -> dict[str, Any]:
     from host.journal import verify_lines
 
     with _Api(root) as host:
         delivery = host.deliveries()[0]["delivery"]
         view = dict(host.inspect(delivery))
         verdict = verify_lines(host.journal_lines(delivery))
-    assert view["mismatches"] == [], view["mismatches"]
+    mismatches = view["mismatches"]
+    if crashed:
+        # Killed between custody advancing and the checkpoint committing: custody is
+        # ahead, which is listed (and resolved by the operator's directive), never hidden.
+        mismatches = [m for m in mismatches if not m.startswith("custody head ")]
+    assert mismatches == [], view["mismatches"]
     assert verdict.ok, verdict
     return view
 
@@ -294,8 +299,8 @@ def test_every_write_boundary(
             break  # past the last boundary of this phase: the phase simply completed
         killed += 1
         assert "Traceback" not in crashed.stderr
-        # Startup dispatched nothing: checkpoint, journal and custody still agree.
-        _check_agreement(root)
+        # Startup dispatched nothing: checkpoint and journal still agree.
+        _check_agreement(root, crashed=True)
         if _status(root) == "completed":
             # Killed after the last commit: nothing is left to recover.
             recovered = None
