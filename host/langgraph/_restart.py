@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from contracts import AdmittedDelivery, ErrorCode, digest_of, error
+from host.langgraph._interrupted import interrupted_attempts, reap_interrupted
 from host.langgraph._operator import unfired_barriers
 
 if TYPE_CHECKING:
@@ -58,6 +59,10 @@ async def restart_from_savepoint(
         )
     fork_at = known[savepoint]["first"]
     events_at = _events_at(host, did, fork_at)
+    # Whatever a dead runner left running of the current position dies first.
+    if host.store.latest_checkpoint(did) is not None:
+        now = await host._values(delivery)
+        await reap_interrupted(host, delivery, interrupted_attempts(delivery, now))
 
     restored = await asyncio.to_thread(host.custody.restore, did, savepoint)  # type: ignore[arg-type]
     if not restored.confirmed:
