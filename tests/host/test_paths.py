@@ -6,8 +6,12 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from contracts import InvocationRequest
+from contracts import InvocationRequest, ParallelNode
+from execution_system import parse_graph
+from host import check_selection
 from tests.host.harness import graph_doc, make_delivery, reply
 
 
@@ -301,3 +305,69 @@ def test_a_back_edge_clears_the_round_it_leaves(harness: Any) -> None:
     )
     assert h.run(make_delivery(doc)).status.value == "completed"
     assert seen == [{"v": 7}, {}]
+
+
+# --- rules each pinned by one test ------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_selection_comes_back_in_declaration_order_whatever_the_planner_order(
+    data: st.DataObject,
+) -> None:
+    node = parse_graph(_fanout(select=True, required=["b"])).nodes["fan"]
+    assert isinstance(node, ParallelNode)
+    chosen = [*data.draw(st.sets(st.sampled_from(["a", "c"])).map(sorted)), "b"]
+    planner_order = data.draw(st.permutations(chosen))
+    assert check_selection("fan", node, planner_order) == [
+        b for b in ("a", "b", "c") if b in chosen
+    ]
+
+
+def test_a_barrier_never_counts_a_mark_left_by_an_earlier_round(harness: Any) -> None:
+    # Round 2 selects a and b again. 'b' (one step) arrives long before 'a'
+    # (three steps); a's mark from round 1 must not let the join fire early.
+    picks = iter([["a", "b", "c"], ["a", "b"]])
+    reads: list[dict[str, Any]] = []
+
+    async def after(req: InvocationRequest) -> Any:
+        reads.append(dict(req.input))
+        return reply({"again": "yes" if req.activation < 2 else "no"})
+
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": next(picks)})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": after,
+        }
+    )
+    delivery = make_delivery(_fanout(select=True, loop=True))
+    assert h.run(delivery).status.value == "completed"
+    assert _runs(h.events(delivery), "join") == 2
+    assert reads == [{"a": 1, "b": 1, "c": 1}, {"a": 2, "b": 2}]
+
+
+def test_a_route_value_outside_the_cases_fails_with_its_code(harness: Any) -> None:
+    # Admission requires an enum route port; a delivery built without admission
+    # shows that the Host refuses an undeclared value itself, with a code.
+    doc = graph_doc(
+        {
+            "decide": {
+                "kind": "action",
+                "executor": "decide",
+                "outputs": {"way": {"type": "string"}},
+                "routes": {"port": "way", "cases": {"left": "l", "right": "r"}},
+            },
+            "l": {"kind": "terminal", "outcome": "succeeded"},
+            "r": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "decide",
+    )
+    h = harness({"decide": lambda r: asyncio.sleep(0, reply({"way": "sideways"}))})
+    delivery = make_delivery(doc, check=False)
+    report = h.run(delivery)
+    assert (report.status.value, report.outcome) == ("failed", "ROUTE_VALUE_UNDECLARED")
+    failed = [e for e in h.events(delivery) if e["transition"] == "work-failed"]
+    assert [(e["node"], e["error"]["code"]) for e in failed] == [
+        ("decide", "ROUTE_VALUE_UNDECLARED")
+    ]
