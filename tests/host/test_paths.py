@@ -371,3 +371,95 @@ def test_a_route_value_outside_the_cases_fails_with_its_code(harness: Any) -> No
     assert [(e["node"], e["error"]["code"]) for e in failed] == [
         ("decide", "ROUTE_VALUE_UNDECLARED")
     ]
+
+
+def test_a_barrier_fires_at_most_once_per_round(harness: Any) -> None:
+    # Admission refuses entering a branch from outside its region; built without
+    # admission, 'after' sends 'b' to the join a second time in the same round.
+    # The join has fired for this round already and must not fire again.
+    doc = graph_doc(
+        {
+            "fan": {"kind": "parallel", "branches": ["a", "b"], "barrier": "join"},
+            "a": {
+                "kind": "action",
+                "executor": "work",
+                "outputs": {"v": {"type": "integer"}},
+                "next": "join",
+            },
+            "b": {
+                "kind": "action",
+                "executor": "work",
+                "outputs": {"v": {"type": "integer"}},
+                "next": "join",
+                "max_visits": 3,
+            },
+            "join": {"kind": "barrier", "next": "after", "max_visits": 3},
+            "after": {
+                "kind": "action",
+                "executor": "after",
+                "outputs": {"again": {"enum": ["yes", "no"]}},
+                "routes": {"port": "again", "cases": {"yes": "b", "no": "done"}},
+                "max_visits": 3,
+            },
+            "done": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "fan",
+    )
+    h = harness(
+        {
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": lambda r: asyncio.sleep(
+                0, reply({"again": "yes" if r.activation == 1 else "no"})
+            ),
+        }
+    )
+    delivery = make_delivery(doc, check=False)
+    report = h.run(delivery)
+    events = h.events(delivery)
+    assert (_runs(events, "b"), _runs(events, "join"), _runs(events, "after")) == (2, 1, 1)
+    assert report.status.value == "intervention", "nothing runnable is left; no guess"
+
+
+def test_a_new_parallel_round_clears_what_its_branches_produced_before(harness: Any) -> None:
+    # 'b2' fails over to 'plan' while branch 'a' is still running, so a3's round-1
+    # output lands after the back edge cleared the loop (admission refuses a failure
+    # successor that leaves its branch). Round 2 selects only 'b': the reader must
+    # not see a3's round-1 value; the parallel itself clears its branches.
+    doc = _fanout(select=True)
+    doc["nodes"]["plan"]["outputs"]["pick"]["items"]["enum"] = ["a", "b"]
+    doc["nodes"]["fan"].update(branches=["a", "b"], max_visits=3)
+    del doc["nodes"]["c"], doc["nodes"]["c2"]
+    doc["nodes"]["b"]["next"] = "b2"
+    doc["nodes"]["b2"] = {
+        "kind": "action",
+        "executor": "flaky",
+        "outputs": {"v": {"type": "integer"}},
+        "next": "join",
+        "on_failure": "plan",
+    }
+    doc["nodes"]["after"]["inputs"] = {"a": "a3.v?", "b": "b2.v?"}
+    picks = iter([["a", "b"], ["b"]])
+    reads: list[dict[str, Any]] = []
+
+    async def after(req: InvocationRequest) -> Any:
+        reads.append(dict(req.input))
+        return reply({"again": "no"})
+
+    async def flaky(req: InvocationRequest) -> Any:
+        if req.activation == 1:
+            return {"status": "failed", "reason": "boom", "retryable": False}
+        return reply({"v": req.activation})
+
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": next(picks)})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": after,
+            "flaky": flaky,
+        }
+    )
+    delivery = make_delivery(doc, check=False)
+    assert h.run(delivery).status.value == "completed"
+    order = [e["node"] for e in h.events(delivery) if e["transition"] == "work-completed"]
+    assert order.index("a3") < order.index("fan", order.index("plan", 1)), "a3 lands first"
+    assert reads == [{"b": 2}]
