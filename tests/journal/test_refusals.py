@@ -440,6 +440,27 @@ def test_replay_refuses_an_invalidation_batch_out_of_order(indexes: tuple[int, i
     assert ordinal_of(caught.value) == events[batch[first_wrong]].ordinal
 
 
+@pytest.mark.parametrize(
+    ("position", "wrong"),
+    [(0, NodeState.COMPLETED), (1, NodeState.ACTIVE), (2, NodeState.FAILED)],
+)
+def test_replay_refuses_a_result_state_the_table_does_not_give(
+    position: int, wrong: NodeState
+) -> None:
+    # Appending computes the result state itself; only a stored journal can state
+    # another one, so the rule is pinned on replay of an edited, re-chained copy.
+    journal = _invalidated()
+    events = list(journal.events)
+    assert events[position].result_state is not wrong
+    events[position] = events[position].model_copy(update={"result_state": wrong})
+    lines = _rechain(journal, events)
+    assert verify_lines(lines).ok
+    with pytest.raises(ExecsysError) as caught:
+        replay_lines(lines, POLICY)
+    assert caught.value.code is ErrorCode.JOURNAL_INVALID_TRANSITION
+    assert ordinal_of(caught.value) == position + 1
+
+
 def test_replay_accepts_the_invalidation_batch_in_order() -> None:
     journal = _invalidated()
     lines = _rechain(journal, list(journal.events))
