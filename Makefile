@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PACKAGES := contracts host runner execution_system
 
-.PHONY: demo test check lint types layers unit install clean bench
+.PHONY: demo test check lint types layers unit install clean bench mutate
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ check: lint types layers unit
 # The full gate CI runs.
 test: lint types layers
 	$(BIN)/pytest -q -p no:cacheprovider
+
+# Hand-written mutants of the rule modules, each run against the tests that guard it,
+# on a private copy of the tree (never the working tree). CPU-heavy; not part of `test`.
+mutate: $(VENV)/.installed
+	$(PY) -m tests.mutation
 
 bench: $(VENV)/.installed
 	$(PY) bench/run_all.py

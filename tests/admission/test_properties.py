@@ -153,6 +153,19 @@ def _flip(value: Any) -> Any:
     return False
 
 
+def _node_names(document: dict[str, Any]) -> list[str]:
+    """The names a mutation may write as a successor: node ids, never node bodies.
+
+    Once a mutation has turned ``nodes`` into a list (or a scalar), iterating it
+    yields node bodies; writing one of those into the document could place a
+    node inside itself and build a cyclic document, which is not a document at
+    all. Names are strings, so no mutation can make the document cyclic.
+    """
+    nodes = document.get("nodes")
+    names = [key for key in nodes if isinstance(key, str)] if isinstance(nodes, dict) else []
+    return names or ["done"]
+
+
 def _mutate(document: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
     doc = copy.deepcopy(document)
     kind = data.draw(
@@ -162,19 +175,18 @@ def _mutate(document: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
         label="mutation",
     )
     locations = _locations(doc)
-    node_ids = list(doc["nodes"])
-    if kind == "delete":
+    node_ids = _node_names(doc)
+    if kind == "delete" and locations:
         path = data.draw(st.sampled_from(locations))
         del _parent(doc, path)[path[-1]]
-    elif kind == "rename":
-        keyed = [p for p in locations if isinstance(p[-1], str)]
+    elif kind == "rename" and (keyed := [p for p in locations if isinstance(p[-1], str)]):
         path = data.draw(st.sampled_from(keyed))
         parent = _parent(doc, path)
         new = data.draw(
             st.sampled_from([path[-1] + "s", path[-1].upper(), "kind", "next"]) | identifiers
         )
         parent[new] = parent.pop(path[-1])
-    elif kind == "change":
+    elif kind == "change" and locations:
         path = data.draw(st.sampled_from(locations))
         _parent(doc, path)[path[-1]] = data.draw(json_values)
     elif kind == "add":
@@ -184,13 +196,14 @@ def _mutate(document: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
             target = target[step]
         key = data.draw(st.sampled_from(["max_visits", "routes", "select", "extra"]) | identifiers)
         target[key] = data.draw(json_values | st.sampled_from(node_ids))
-    elif kind == "retarget":
-        succ = [
+    elif kind == "retarget" and (
+        succ := [
             p
             for p in locations
             if p[-1] in SUCCESSOR_KEYS
             or (len(p) >= 2 and p[-2] in ("cases", "branches", "required", "inputs"))
         ]
+    ):
         path = data.draw(st.sampled_from(succ))
         old = _parent(doc, path)[path[-1]]
         choice = data.draw(st.sampled_from([*node_ids, "input", "nowhere"]))
@@ -198,13 +211,13 @@ def _mutate(document: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
             port = data.draw(st.sampled_from(["ok", "pick", old.split(".", 1)[1].rstrip("?")]))
             choice = f"{choice}.{port}" + data.draw(st.sampled_from(["", "?"]))
         _parent(doc, path)[path[-1]] = choice
-    elif kind == "drop-node":
-        del doc["nodes"][data.draw(st.sampled_from(node_ids))]
-    elif kind == "flip":
+    elif kind == "drop-node" and isinstance(doc.get("nodes"), dict) and doc["nodes"]:
+        del doc["nodes"][data.draw(st.sampled_from(list(doc["nodes"])))]
+    elif kind == "flip" and locations:
         path = data.draw(st.sampled_from(locations))
         parent = _parent(doc, path)
         parent[path[-1]] = _flip(parent[path[-1]])
-    else:
+    elif kind == "dup-list":
         lists = [p for p in locations if isinstance(_parent(doc, p)[p[-1]], list)]
         lists = [p for p in lists if _parent(doc, p)[p[-1]]]
         if lists:
@@ -212,6 +225,17 @@ def _mutate(document: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
             items = _parent(doc, path)[path[-1]]
             items.append(items[0])
     return doc
+
+
+def _mutate_and_admit(document: dict[str, Any], data: st.DataObject) -> None:
+    mutated = document
+    for _ in range(data.draw(st.integers(1, 3), label="rounds")):
+        mutated = _mutate(mutated, data)
+    json.dumps(mutated)  # a mutated document is still a finite tree (raises on a cycle)
+    try:
+        _admit_document(mutated)
+    except ExecsysError as exc:
+        _assert_catalogued(exc, ADMISSION_FAMILIES)
 
 
 @settings(
@@ -223,13 +247,42 @@ def _mutate(document: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
 def test_mutated_documents_are_admitted_or_refused_with_a_code(
     document: dict[str, Any], data: st.DataObject
 ) -> None:
-    mutated = document
-    for _ in range(data.draw(st.integers(1, 3), label="rounds")):
-        mutated = _mutate(mutated, data) if mutated.get("nodes") else mutated
-    try:
-        _admit_document(mutated)
-    except ExecsysError as exc:
-        _assert_catalogued(exc, ADMISSION_FAMILIES)
+    _mutate_and_admit(document, data)
+
+
+# The example that once failed: a "flip" turned ``nodes`` into the list of node
+# bodies, and a later mutation wrote one of those bodies into itself.
+NODES_FLIPPED_TO_A_LIST: dict[str, Any] = {
+    "spec": "execution-system/v1",
+    "graph": "g",
+    "start": "n1",
+    "nodes": [
+        {
+            "kind": "action",
+            "executor": "worker",
+            "outputs": {"ok": {"type": "boolean"}},
+            "next": "done",
+        },
+        {"kind": "terminal", "outcome": "succeeded"},
+    ],
+}
+
+
+def test_mutations_of_a_document_whose_nodes_are_a_list_only_write_names() -> None:
+    names = _node_names(copy.deepcopy(NODES_FLIPPED_TO_A_LIST))
+    assert names == ["done"]
+    assert all(isinstance(name, str) for name in names)
+    broken: Any
+    for broken in (True, 0, "nodes", {}, None):
+        assert _node_names({**NODES_FLIPPED_TO_A_LIST, "nodes": broken}) == ["done"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.just(NODES_FLIPPED_TO_A_LIST), st.data())
+def test_mutating_a_document_whose_nodes_are_a_list_stays_acyclic(
+    document: dict[str, Any], data: st.DataObject
+) -> None:
+    _mutate_and_admit(document, data)
 
 
 @FAST

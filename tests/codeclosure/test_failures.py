@@ -51,6 +51,47 @@ def test_classify_known_codes(code, failure):
     assert classify(code.value) is failure
 
 
+# The whole table, code -> (class, run status), written out once by hand: a change
+# to any entry of CLASS_OF or RUN_STATUS_OF must be made here too, on purpose.
+GOLDEN: dict[str, tuple[str, str]] = {
+    "EXECUTOR_TIMEOUT": ("TRANSIENT_BACKEND", "BLOCKED"),
+    "EXECUTOR_START_FAILED": ("TRANSIENT_BACKEND", "BLOCKED"),
+    "EXECUTOR_IMPORT_FAILED": ("TRANSIENT_BACKEND", "BLOCKED"),
+    "RETRIES_EXHAUSTED": ("TRANSIENT_BACKEND", "BLOCKED"),
+    "EXECUTOR_PROTOCOL_ERROR": ("PROTOCOL_ERROR", "FAILED"),
+    "NODE_FAILED": ("PROTOCOL_ERROR", "FAILED"),
+    "OUTPUT_SCHEMA_VIOLATION": ("PROTOCOL_ERROR", "FAILED"),
+    "OUTPUT_MISSING_PORT": ("PROTOCOL_ERROR", "FAILED"),
+    "OUTPUT_UNDECLARED_PORT": ("PROTOCOL_ERROR", "FAILED"),
+    "EXECUTOR_RAISED": ("PROTOCOL_ERROR", "FAILED"),
+    "EXECUTOR_ABRUPT_TERMINATION": ("ABRUPT_TERMINATION", "BLOCKED"),
+    "CUSTODY_PROTECTED_PATH": ("POLICY_VIOLATION", "FAILED"),
+    "CUSTODY_WRITE_OUTSIDE_PATHS": ("POLICY_VIOLATION", "FAILED"),
+    "CUSTODY_SYMLINK_ESCAPE": ("POLICY_VIOLATION", "FAILED"),
+    "CUSTODY_SPECIAL_FILE": ("POLICY_VIOLATION", "FAILED"),
+    "CUSTODY_PATH_TRAVERSAL": ("POLICY_VIOLATION", "FAILED"),
+    "CUSTODY_WRITE_UNDER_READ": ("SOURCE_DRIFT", "FAILED"),
+    "OPERATION_FAILED": ("ENGINE_ERROR", "FAILED"),
+    "MAX_VISITS_EXCEEDED": ("ENGINE_ERROR", "FAILED"),
+    "INTERVENTION_REQUIRED": ("UNKNOWN_OUTCOME", "BLOCKED"),
+}
+
+
+def test_the_whole_failure_table_matches_the_golden_copy():
+    found = {
+        code.value: (failure.value, RUN_STATUS_OF[failure].value)
+        for code, failure in CLASS_OF.items()
+    }
+    assert found == GOLDEN
+
+
+@pytest.mark.parametrize("code", sorted(GOLDEN))
+def test_each_failure_code_reads_as_its_run_status(code):
+    failure, status = GOLDEN[code]
+    found, detail = run_status("STARTED", "failed", "NODE_FAILED", code)
+    assert (found.value, detail) == (status, f"{failure} ({code})")
+
+
 def test_classify_unknown_and_absent_codes():
     assert classify(None) is None
     assert classify("not-an-error-code") is None

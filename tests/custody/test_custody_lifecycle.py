@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from collections.abc import Callable
@@ -21,9 +22,40 @@ def test_exported_names() -> None:
     assert sorted(custody_package.__all__) == ["FileCustody", "SnapshotReport", "compare_heads"]
 
 
-def test_file_custody_satisfies_the_protocol(custody: FileCustody) -> None:
-    implementation: Custody = custody
-    assert implementation is custody
+def _protocol_methods() -> list[str]:
+    return [name for name, v in vars(Custody).items() if callable(v) and not name.startswith("_")]
+
+
+@pytest.mark.parametrize("method", _protocol_methods())
+def test_file_custody_accepts_every_call_the_protocol_allows(method: str) -> None:
+    """Each protocol parameter is present with its name, kind, default and type, in order.
+
+    It may add keyword-only parameters with defaults (``full_verify``); anything
+    else would break a caller written against the protocol.
+    """
+    declared = inspect.signature(getattr(Custody, method))
+    actual = inspect.signature(getattr(FileCustody, method))
+    expected = list(declared.parameters.values())
+    given = list(actual.parameters.values())
+    assert given[: len(expected)] == expected, f"FileCustody.{method}{actual}"
+    for extra in given[len(expected) :]:
+        assert extra.kind is inspect.Parameter.KEYWORD_ONLY, extra
+        assert extra.default is not inspect.Parameter.empty, extra
+    assert actual.return_annotation == declared.return_annotation
+
+
+def test_the_conformance_check_covers_the_whole_protocol() -> None:
+    assert _protocol_methods() == [
+        "open",
+        "workspace",
+        "head",
+        "issue",
+        "validate",
+        "advance",
+        "restore",
+        "savepoints",
+        "retire",
+    ]
 
 
 def test_open_without_seed_records_the_empty_tree(custody: FileCustody) -> None:

@@ -301,3 +301,47 @@ def test_path_traversal_made_by_a_real_subprocess_is_refused(
     verdict = custody.validate(preview(cap.token, site, artifacts))
     assert verdict.code is ErrorCode.CUSTODY_PATH_TRAVERSAL
     assert verdict.path == "../outside.txt"
+
+
+# --- protected subtrees -------------------------------------------------------------------
+
+
+def _validate_protected(
+    custody: FileCustody, paths: tuple[str, ...], protected: tuple[str, ...]
+) -> CustodyVerdict:
+    cap = custody.issue(make_site(), "write", paths, protected=protected)
+    return custody.validate(preview(cap.token, make_site()))
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+@pytest.mark.parametrize("paths", [(), ("docs",)])
+def test_a_change_under_a_protected_subtree_is_refused_even_where_writes_are_allowed(
+    custody: FileCustody, opened: Workspace, edit: str, paths: tuple[str, ...]
+) -> None:
+    head = custody.head(DELIVERY)
+    before = len(custody.savepoints(DELIVERY))
+    EDITS[edit](opened())
+    verdict = _validate_protected(custody, paths, ("docs/",))
+    assert not verdict.accepted
+    assert verdict.code is ErrorCode.CUSTODY_PROTECTED_PATH
+    assert verdict.path.startswith("docs/")
+    assert custody.head(DELIVERY) == head
+    assert len(custody.savepoints(DELIVERY)) == before
+
+
+def test_changes_beside_a_protected_subtree_are_accepted(
+    custody: FileCustody, opened: Workspace
+) -> None:
+    (opened() / "src" / "app.py").write_text("edited\n")
+    (opened() / "docs2").mkdir()
+    (opened() / "docs2" / "other.md").write_text("a sibling whose name extends 'docs'\n")
+    verdict = _validate_protected(custody, (), ("docs", "src/vendor"))
+    assert verdict.accepted, verdict.message
+    assert verdict.changed == ("docs2/other.md", "src/app.py")
+
+
+def test_a_protected_file_itself_is_guarded(custody: FileCustody, opened: Workspace) -> None:
+    (opened() / "README.md").write_text("rewritten\n")
+    (opened() / "src" / "app.py").write_text("edited\n")
+    verdict = _validate_protected(custody, (), ("README.md",))
+    assert (verdict.code, verdict.path) == (ErrorCode.CUSTODY_PROTECTED_PATH, "README.md")

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from contracts import DeliveryId, InvocationRequest, SavepointId
 from tests.host.harness import graph_doc, make_delivery, reply
 from tests.support.memory_custody import MemoryCustody
 
@@ -117,3 +118,67 @@ def test_an_uncertain_restore_is_an_intervention_never_a_guessed_failure(harness
     assert report.status.value == "intervention"
     assert "uncertain" in report.message
     assert "recover continue" in h.inspect(delivery)["directives"]
+
+
+class _AdvanceFails(MemoryCustody):
+    """Accepts every preview, then cannot move its head."""
+
+    def advance(self, delivery: DeliveryId, savepoint: SavepointId) -> None:
+        self.calls.append(("advance", delivery))
+        raise OSError("disk full")
+
+
+def test_an_advance_failing_after_an_accepted_validation_is_an_intervention(
+    harness: Any,
+) -> None:
+    custody = _AdvanceFails()
+    h = harness(
+        {
+            "first": lambda r: asyncio.sleep(0, reply({"n": 1})),
+            "second": lambda r: asyncio.sleep(0, reply({"ok": True})),
+        },
+        custody=custody,
+    )
+    delivery = make_delivery(_two_steps())
+    report = h.run(delivery)
+    assert report.status.value == "intervention"
+    assert "advance" in report.message
+    assert not any(e["transition"] == "work-completed" for e in h.events(delivery))
+    assert not any(c.node == "second" for c in h.invoker.calls)
+    assert h.inspect(delivery)["nodes"]["first"]["state"] != "completed"
+
+
+def _failing_first(retryable: bool) -> Any:
+    async def run(req: InvocationRequest) -> Any:
+        return {"status": "failed", "reason": "boom", "retryable": retryable}
+
+    return run
+
+
+@pytest.mark.parametrize("retryable", [False, True])
+def test_an_executor_failure_restores_the_base_savepoint_first(
+    harness: Any, retryable: bool
+) -> None:
+    custody = MemoryCustody()
+    doc = _two_steps()
+    if retryable:
+        doc["nodes"]["first"]["retry"] = {"max_attempts": 2, "backoff_s": 0}
+    h = harness({"first": _failing_first(retryable)}, custody=custody)
+    delivery = make_delivery(doc)
+    report = h.run(delivery)
+    assert report.status.value == "failed"
+    ops = [op for op, _ in custody.calls if op != "open"]
+    # Every failed turn puts the workspace back before anything else happens.
+    assert ops == ["issue", "restore"] * (2 if retryable else 1)
+
+
+def test_an_uncertain_restore_after_an_executor_failure_is_an_intervention(
+    harness: Any,
+) -> None:
+    custody = MemoryCustody(uncertain_restore=True)
+    h = harness({"first": _failing_first(False)}, custody=custody)
+    delivery = make_delivery(_two_steps())
+    report = h.run(delivery)
+    assert report.status.value == "intervention"
+    assert "uncertain" in report.message
+    assert not any(e["transition"] == "work-failed" for e in h.events(delivery))

@@ -6,8 +6,12 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from contracts import InvocationRequest
+from contracts import InvocationRequest, ParallelNode
+from execution_system import parse_graph
+from host import check_selection
 from tests.host.harness import graph_doc, make_delivery, reply
 
 
@@ -301,3 +305,161 @@ def test_a_back_edge_clears_the_round_it_leaves(harness: Any) -> None:
     )
     assert h.run(make_delivery(doc)).status.value == "completed"
     assert seen == [{"v": 7}, {}]
+
+
+# --- rules each pinned by one test ------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_selection_comes_back_in_declaration_order_whatever_the_planner_order(
+    data: st.DataObject,
+) -> None:
+    node = parse_graph(_fanout(select=True, required=["b"])).nodes["fan"]
+    assert isinstance(node, ParallelNode)
+    chosen = [*data.draw(st.sets(st.sampled_from(["a", "c"])).map(sorted)), "b"]
+    planner_order = data.draw(st.permutations(chosen))
+    assert check_selection("fan", node, planner_order) == [
+        b for b in ("a", "b", "c") if b in chosen
+    ]
+
+
+def test_a_barrier_never_counts_a_mark_left_by_an_earlier_round(harness: Any) -> None:
+    # Round 2 selects a and b again. 'b' (one step) arrives long before 'a'
+    # (three steps); a's mark from round 1 must not let the join fire early.
+    picks = iter([["a", "b", "c"], ["a", "b"]])
+    reads: list[dict[str, Any]] = []
+
+    async def after(req: InvocationRequest) -> Any:
+        reads.append(dict(req.input))
+        return reply({"again": "yes" if req.activation < 2 else "no"})
+
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": next(picks)})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": after,
+        }
+    )
+    delivery = make_delivery(_fanout(select=True, loop=True))
+    assert h.run(delivery).status.value == "completed"
+    assert _runs(h.events(delivery), "join") == 2
+    assert reads == [{"a": 1, "b": 1, "c": 1}, {"a": 2, "b": 2}]
+
+
+def test_a_route_value_outside_the_cases_fails_with_its_code(harness: Any) -> None:
+    # Admission requires an enum route port; a delivery built without admission
+    # shows that the Host refuses an undeclared value itself, with a code.
+    doc = graph_doc(
+        {
+            "decide": {
+                "kind": "action",
+                "executor": "decide",
+                "outputs": {"way": {"type": "string"}},
+                "routes": {"port": "way", "cases": {"left": "l", "right": "r"}},
+            },
+            "l": {"kind": "terminal", "outcome": "succeeded"},
+            "r": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "decide",
+    )
+    h = harness({"decide": lambda r: asyncio.sleep(0, reply({"way": "sideways"}))})
+    delivery = make_delivery(doc, check=False)
+    report = h.run(delivery)
+    assert (report.status.value, report.outcome) == ("failed", "ROUTE_VALUE_UNDECLARED")
+    failed = [e for e in h.events(delivery) if e["transition"] == "work-failed"]
+    assert [(e["node"], e["error"]["code"]) for e in failed] == [
+        ("decide", "ROUTE_VALUE_UNDECLARED")
+    ]
+
+
+def test_a_barrier_fires_at_most_once_per_round(harness: Any) -> None:
+    # Admission refuses entering a branch from outside its region; built without
+    # admission, 'after' sends 'b' to the join a second time in the same round.
+    # The join has fired for this round already and must not fire again.
+    doc = graph_doc(
+        {
+            "fan": {"kind": "parallel", "branches": ["a", "b"], "barrier": "join"},
+            "a": {
+                "kind": "action",
+                "executor": "work",
+                "outputs": {"v": {"type": "integer"}},
+                "next": "join",
+            },
+            "b": {
+                "kind": "action",
+                "executor": "work",
+                "outputs": {"v": {"type": "integer"}},
+                "next": "join",
+                "max_visits": 3,
+            },
+            "join": {"kind": "barrier", "next": "after", "max_visits": 3},
+            "after": {
+                "kind": "action",
+                "executor": "after",
+                "outputs": {"again": {"enum": ["yes", "no"]}},
+                "routes": {"port": "again", "cases": {"yes": "b", "no": "done"}},
+                "max_visits": 3,
+            },
+            "done": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "fan",
+    )
+    h = harness(
+        {
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": lambda r: asyncio.sleep(
+                0, reply({"again": "yes" if r.activation == 1 else "no"})
+            ),
+        }
+    )
+    delivery = make_delivery(doc, check=False)
+    report = h.run(delivery)
+    events = h.events(delivery)
+    assert (_runs(events, "b"), _runs(events, "join"), _runs(events, "after")) == (2, 1, 1)
+    assert report.status.value == "intervention", "nothing runnable is left; no guess"
+
+
+def test_a_new_parallel_round_clears_what_its_branches_produced_before(harness: Any) -> None:
+    # 'b2' fails over to 'plan' while branch 'a' is still running, so a3's round-1
+    # output lands after the back edge cleared the loop (admission refuses a failure
+    # successor that leaves its branch). Round 2 selects only 'b': the reader must
+    # not see a3's round-1 value; the parallel itself clears its branches.
+    doc = _fanout(select=True)
+    doc["nodes"]["plan"]["outputs"]["pick"]["items"]["enum"] = ["a", "b"]
+    doc["nodes"]["fan"].update(branches=["a", "b"], max_visits=3)
+    del doc["nodes"]["c"], doc["nodes"]["c2"]
+    doc["nodes"]["b"]["next"] = "b2"
+    doc["nodes"]["b2"] = {
+        "kind": "action",
+        "executor": "flaky",
+        "outputs": {"v": {"type": "integer"}},
+        "next": "join",
+        "on_failure": "plan",
+    }
+    doc["nodes"]["after"]["inputs"] = {"a": "a3.v?", "b": "b2.v?"}
+    picks = iter([["a", "b"], ["b"]])
+    reads: list[dict[str, Any]] = []
+
+    async def after(req: InvocationRequest) -> Any:
+        reads.append(dict(req.input))
+        return reply({"again": "no"})
+
+    async def flaky(req: InvocationRequest) -> Any:
+        if req.activation == 1:
+            return {"status": "failed", "reason": "boom", "retryable": False}
+        return reply({"v": req.activation})
+
+    h = harness(
+        {
+            "plan": lambda r: asyncio.sleep(0, reply({"pick": next(picks)})),
+            "work": lambda r: asyncio.sleep(0, reply({"v": r.activation})),
+            "after": after,
+            "flaky": flaky,
+        }
+    )
+    delivery = make_delivery(doc, check=False)
+    assert h.run(delivery).status.value == "completed"
+    order = [e["node"] for e in h.events(delivery) if e["transition"] == "work-completed"]
+    assert order.index("a3") < order.index("fan", order.index("plan", 1)), "a3 lands first"
+    assert reads == [{"b": 2}]

@@ -203,3 +203,31 @@ def test_the_two_suspension_kinds_are_not_interchangeable(harness: Any) -> None:
     with pytest.raises(ExecsysError) as through_resolve:
         asyncio.run(h.host.resolve(asking.delivery_id, "ask", "alice", "maintainer", {}))
     assert through_resolve.value.code is ErrorCode.SUSPENSION_KIND_MISMATCH
+
+
+def test_an_answer_on_a_delivery_that_cannot_run_is_refused(harness: Any) -> None:
+    h = harness({"asker": _ask(2)})
+    delivery = make_delivery(_asker_graph())
+    correlation = h.run(delivery).suspension.correlation
+    assert asyncio.run(h.host.stop(delivery.delivery_id)).status.value == "stopped"
+    with pytest.raises(ExecsysError) as refused:
+        asyncio.run(h.host.answer(delivery.delivery_id, correlation, "late"))
+    assert refused.value.code is ErrorCode.DELIVERY_NOT_RUNNABLE
+    assert h.host.status(delivery.delivery_id).status.value == "stopped"
+    assert [c.turn for c in h.invoker.calls] == [1], "a refused answer continues nothing"
+
+
+def test_approvals_of_one_wait_must_agree_on_the_result(harness: Any) -> None:
+    h = harness({"worker": lambda r: asyncio.sleep(0, reply({"ok": True}))})
+    delivery = make_delivery(_wait_graph(min_count=2), authority=POLICY)
+    h.run(delivery)
+    did = delivery.delivery_id
+    asyncio.run(h.host.resolve(did, "approve", "alice", "maintainer", {"approved": True}))
+    with pytest.raises(ExecsysError) as differs:
+        asyncio.run(h.host.resolve(did, "approve", "bob", "maintainer", {"approved": False}))
+    assert differs.value.code is ErrorCode.WAIT_RESULT_INVALID
+    assert h.host.status(did).status.value == "waiting"
+    report = asyncio.run(h.host.resolve(did, "approve", "bob", "maintainer", {"approved": True}))
+    assert report.status.value == "completed"
+    approvals = [e for e in h.events(delivery) if e["transition"] == "block-cleared"]
+    assert [e["actor"]["id"] for e in approvals] == ["alice", "bob"]

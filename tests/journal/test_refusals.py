@@ -13,17 +13,21 @@ from contracts._journal import (
     Actor,
     ActorKind,
     Approval,
+    ArtifactDecl,
     AttemptRef,
+    Batch,
     NodeState,
     SuccessorInfo,
     Transition,
 )
-from host.journal import InvalidateCommand, Journal, ordinal_of
+from host.journal import InvalidateCommand, Journal, ordinal_of, replay_lines, verify_lines
 
+from .make_fixtures import _invalidated, _rechain
 from .scenario import (
     ALICE,
     APPROVALS,
     HUMAN_REVIEWER,
+    NODES,
     POLICY,
     RUNNER,
     SHIPPER,
@@ -271,6 +275,41 @@ def test_completion_missing_a_declared_output() -> None:
     )
 
 
+TWO_ARTIFACTS = tuple(
+    decl.model_copy(
+        update={
+            "artifacts": (
+                ArtifactDecl(kind="port", id="plan"),
+                ArtifactDecl(kind="file", id="notes"),
+            )
+        }
+    )
+    if decl.id == "plan"
+    else decl
+    for decl in NODES
+)
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [((("port", "plan"),), "file/notes"), ((("file", "notes"),), "port/plan"), ((), "port/plan")],
+)
+def test_completion_must_reference_every_declared_artifact(
+    given: tuple[tuple[str, str], ...], missing: str
+) -> None:
+    d = Driver(Journal.create(header().model_copy(update={"nodes": TWO_ARTIFACTS}), POLICY))
+    d.start("plan")
+    size = len(d.journal)
+    caught = refused(
+        ErrorCode.JOURNAL_MISSING_OUTPUT,
+        lambda: d.complete("plan", refs=tuple(ref(kind, ident) for kind, ident in given)),
+    )
+    assert missing in caught.message
+    assert len(d.journal) == size
+    d.complete("plan", refs=(ref("file", "notes"), ref("port", "plan")))
+    assert d.journal.projection().state(NodeId("plan")) is NodeState.COMPLETED
+
+
 def test_human_completion_must_bind_its_conduct_record() -> None:
     d = reviewed()
     d.start("review", actor=HUMAN_REVIEWER)
@@ -382,6 +421,50 @@ def test_partial_affected_set_is_refused() -> None:
         ErrorCode.JOURNAL_PARTIAL_INVALIDATION, lambda: d.invalidate(("build", 1), affected=partial)
     )
     assert len(d.journal) == size
+
+
+@pytest.mark.parametrize("indexes", [(1, 1, 3), (1, 3, 2), (1, 2, 2), (2, 1, 3)])
+def test_replay_refuses_an_invalidation_batch_out_of_order(indexes: tuple[int, int, int]) -> None:
+    journal = _invalidated()
+    events = list(journal.events)
+    batch = [i for i, e in enumerate(events) if e.transition is Transition.WORK_INVALIDATED]
+    assert len(batch) == 3
+    for position, index in zip(batch, indexes, strict=True):
+        events[position] = events[position].model_copy(update={"batch": Batch(index=index, size=3)})
+    lines = _rechain(journal, events)
+    assert verify_lines(lines).ok, "the chain is intact: only the append rules can see this"
+    with pytest.raises(ExecsysError) as caught:
+        replay_lines(lines, POLICY)
+    assert caught.value.code is ErrorCode.JOURNAL_PARTIAL_INVALIDATION
+    first_wrong = next(k for k, index in enumerate(indexes) if index != k + 1)
+    assert ordinal_of(caught.value) == events[batch[first_wrong]].ordinal
+
+
+@pytest.mark.parametrize(
+    ("position", "wrong"),
+    [(0, NodeState.COMPLETED), (1, NodeState.ACTIVE), (2, NodeState.FAILED)],
+)
+def test_replay_refuses_a_result_state_the_table_does_not_give(
+    position: int, wrong: NodeState
+) -> None:
+    # Appending computes the result state itself; only a stored journal can state
+    # another one, so the rule is pinned on replay of an edited, re-chained copy.
+    journal = _invalidated()
+    events = list(journal.events)
+    assert events[position].result_state is not wrong
+    events[position] = events[position].model_copy(update={"result_state": wrong})
+    lines = _rechain(journal, events)
+    assert verify_lines(lines).ok
+    with pytest.raises(ExecsysError) as caught:
+        replay_lines(lines, POLICY)
+    assert caught.value.code is ErrorCode.JOURNAL_INVALID_TRANSITION
+    assert ordinal_of(caught.value) == position + 1
+
+
+def test_replay_accepts_the_invalidation_batch_in_order() -> None:
+    journal = _invalidated()
+    lines = _rechain(journal, list(journal.events))
+    assert replay_lines(lines, POLICY).head == journal.head
 
 
 def test_unresolvable_invalidation_source() -> None:
