@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -74,8 +75,9 @@ from host._faults import boundary
 _TREE_CACHE_SIZE = 8
 #: Capabilities whose issue time this process remembers (for unattributed writes).
 _ISSUED_MEMORY = 4096
-#: File timestamps are taken from the kernel's coarse clock; compare with the same one.
-_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", time.CLOCK_REALTIME)
+#: File timestamps are taken from the kernel's coarse clock; compare with the same one
+#: (CLOCK_REALTIME_COARSE is 5 on Linux; the time module does not name it before 3.13).
+_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5 if sys.platform == "linux" else None)
 
 
 class SnapshotReport(BaseModel):
@@ -312,7 +314,8 @@ class FileCustody:
             self._issued_ns.pop(next(iter(self._issued_ns)))
         # The clock file timestamps come from (coarse), not the injectable one: a change
         # whose ctime precedes this instant did not come from the turn being issued.
-        self._issued_ns[claims.nonce] = time.clock_gettime_ns(_COARSE)
+        if _COARSE is not None:
+            self._issued_ns[claims.nonce] = time.clock_gettime_ns(_COARSE)
         return SignedCapability(claims=claims, token=encode_token(claims, self._signing_key()))
 
     def validate(self, preview: CustodyPreview, *, full_verify: bool = False) -> CustodyVerdict:
