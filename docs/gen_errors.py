@@ -80,6 +80,9 @@ MEANINGS: dict[str, str] = {
     "this product does not enforce.",
     "SCHEMA_INVALID": "A schema is malformed (bad keyword value, undeclared `$defs` target, "
     "`$ref` cycle that never descends).",
+    "SCHEMA_PATTERN_UNSUPPORTED": "A `pattern` or `patternProperties` key is not a regular "
+    "expression RE2 can compile (look-around, back-references, oversized repetition); patterns "
+    "are matched in linear time.",
     # delivery admission
     "INPUT_INVALID": "The delivery input does not match the graph's input schema.",
     "AUTHORITY_INVALID": "The authority policy document is malformed.",
