@@ -199,7 +199,9 @@ def _mutate(document: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
             choice = f"{choice}.{port}" + data.draw(st.sampled_from(["", "?"]))
         _parent(doc, path)[path[-1]] = choice
     elif kind == "drop-node":
-        del doc["nodes"][data.draw(st.sampled_from(node_ids))]
+        # An earlier round may have flipped 'nodes' into a list (or emptied it).
+        if isinstance(doc["nodes"], dict) and doc["nodes"]:
+            del doc["nodes"][data.draw(st.sampled_from(list(doc["nodes"])))]
     elif kind == "flip":
         path = data.draw(st.sampled_from(locations))
         parent = _parent(doc, path)
