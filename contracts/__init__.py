@@ -4,7 +4,14 @@ Everything here is a frozen model, an enum, a protocol or a pure function: no
 I/O and no LangGraph. Every other layer imports from this package.
 """
 
-from contracts._canonical import canonical_bytes, digest_bytes, digest_of
+from contracts._canonical import (
+    MAX_EXACT_INTEGER,
+    canonical_bytes,
+    digest_bytes,
+    digest_of,
+    domain_problem,
+    number_problem,
+)
 from contracts._config import (
     DEFAULT_STORE,
     LangGraphHostConfig,
@@ -109,6 +116,7 @@ from contracts._status import DeliveryStatus, StatusReport, SuspensionView, Wait
 __all__ = [
     "DEFAULT_STORE",
     "JOURNAL_FORMAT",
+    "MAX_EXACT_INTEGER",
     "MAX_JOURNAL_INT",
     "NODE_KINDS",
     "PROTOCOL",
@@ -191,6 +199,7 @@ __all__ = [
     "check_schema",
     "digest_bytes",
     "digest_of",
+    "domain_problem",
     "enum_values",
     "error",
     "exit_status",
@@ -198,6 +207,7 @@ __all__ = [
     "graph_digest",
     "is_node_id",
     "next_state",
+    "number_problem",
     "output_ports",
     "sqlite_path",
     "validation_problem",

@@ -28,6 +28,9 @@ MEANINGS: dict[str, str] = {
     "PARSE_ERROR": "A document is not valid YAML/JSON, or holds a value JSON cannot (NaN, "
     "non-string keys, tags, merge keys).",
     "DOCUMENT_TOO_DEEP": "A document nests objects/arrays deeper than 64 levels.",
+    "DOCUMENT_NUMBER_OUT_OF_RANGE": "A document holds a number canonical JSON cannot represent "
+    "exactly: an integer beyond +/-(2^53 - 1), or an infinite float (`Infinity`, `1e999`, "
+    "`.inf`).",
     "DUPLICATE_KEY": "A mapping repeats a key (the later one would silently win).",
     "YAML_ALIAS_REFUSED": "A YAML document uses an anchor or alias (they allow expansion bombs).",
     # spec shape

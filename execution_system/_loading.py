@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from contracts import ErrorCode, error
+from contracts import MAX_EXACT_INTEGER, ErrorCode, error, number_problem
 
 #: Largest document accepted, in bytes. Specs of thousands of nodes fit easily.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
@@ -161,9 +161,10 @@ def parse_document(data: bytes, *, name: str, json_only: bool = False) -> Any:
 
 
 def _check_json_native(value: Any, name: str) -> None:
-    stack = [value]
+    stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
-        current = stack.pop()
+        current, where = stack.pop()
+        at = f"{name}:{where}" if where else name
         if isinstance(current, dict):
             for key, sub in current.items():
                 if not isinstance(key, str):
@@ -173,16 +174,29 @@ def _check_json_native(value: Any, name: str) -> None:
                         path=name,
                         expected="string keys (quote keys like 1, true or null)",
                     )
-                stack.append(sub)
+                stack.append((sub, f"{where}.{key}" if where else key))
         elif isinstance(current, list):
-            stack.extend(current)
+            stack.extend(
+                (sub, f"{where}.{i}" if where else str(i)) for i, sub in enumerate(current)
+            )
         elif isinstance(current, float) and current != current:  # NaN
-            raise error(ErrorCode.PARSE_ERROR, "NaN is not JSON", path=name)
-        elif not isinstance(current, str | int | float | bool | type(None)):
+            raise error(ErrorCode.PARSE_ERROR, "NaN is not JSON", path=at)
+        elif isinstance(current, bool) or current is None or isinstance(current, str):
+            continue
+        elif isinstance(current, int | float):
+            problem = number_problem(current)
+            if problem is not None:
+                raise error(
+                    ErrorCode.DOCUMENT_NUMBER_OUT_OF_RANGE,
+                    problem,
+                    path=at,
+                    expected=f"a finite number; integers within +/-{MAX_EXACT_INTEGER}",
+                )
+        else:
             raise error(
                 ErrorCode.PARSE_ERROR,
                 f"value of type {type(current).__name__} is not JSON",
-                path=name,
+                path=at,
             )
 
 

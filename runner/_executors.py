@@ -20,7 +20,14 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from contracts import CommandBinding, ErrorCode, ExecutorBinding, PythonBinding, ScriptedBinding
+from contracts import (
+    CommandBinding,
+    ErrorCode,
+    ExecutorBinding,
+    PythonBinding,
+    ScriptedBinding,
+    domain_problem,
+)
 from contracts._invocation import (
     Completed,
     Failed,
@@ -40,14 +47,14 @@ def parse_result(value: Any) -> InvocationResult:
     """Validate an executor's reply; a malformed one is a protocol failure."""
     if isinstance(value, Completed | NeedsInput | Failed):
         value = value.model_dump(mode="json")
-    try:
-        # The Host digests what it commits (RFC 8785): NaN, sets, objects are refused here.
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    # The Host digests what it commits (RFC 8785): NaN, infinities, integers beyond 2^53,
+    # sets and other objects are refused here, before anything reads the reply.
+    problem = domain_problem(value)
+    if problem is not None:
         return Failed(
             reason="protocol-error",
             code=ErrorCode.EXECUTOR_PROTOCOL_ERROR,
-            detail=f"reply is not plain JSON: {exc}"[:300],
+            detail=f"reply is not plain JSON: {problem}"[:300],
         )
     try:
         result = _RESULT.validate_python(value)
@@ -298,7 +305,8 @@ def _classify(code: int, stdout: bytes, stderr: bytes) -> InvocationResult:
     tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
     try:
         reply = json.loads(stdout.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # ValueError covers JSONDecodeError and integers of more than 4300 digits.
         reply = None
     if code < 0:
         return Failed(
