@@ -124,6 +124,12 @@ MEANINGS: dict[str, str] = {
     "OPERATION_FAILED": "A registered operation failed on its inputs.",
     "SIBLING_STOPPED": "A branch was stopped because the delivery ended elsewhere.",
     "STORE_ERROR": "The store failed to read or write.",
+    "STORE_NOT_FOUND": "A reading command (`status`, `inspect`, `journal export/verify`) names a "
+    "store that does not exist; reading commands never create one.",
+    "STORE_UNREADABLE": "The store path is a directory, not an SQLite file, truncated or "
+    "corrupted; nothing was changed.",
+    "STORE_READ_ONLY": "A command that writes was given a store it may not write (read-only "
+    "file or folder); reading commands still work on it.",
     "SUBSTRATE_ERROR": "The execution substrate failed unexpectedly.",
     "INTERVENTION_REQUIRED": "The delivery needs an operator's directive to continue.",
     # suspensions, directives

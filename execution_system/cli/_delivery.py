@@ -127,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from execution_system._compose import open_runner
 
-    runner = open_runner(args.store)
+    runner = open_runner(args.store, read_only=True)
     try:
         if args.delivery:
             print_status(runner.host.status(args.delivery), args.json)
@@ -162,7 +162,7 @@ def _status(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from execution_system._compose import open_runner
 
-    runner = open_runner(args.store)
+    runner = open_runner(args.store, read_only=True)
     try:
         report = runner.host.inspect(args.delivery)
     finally:

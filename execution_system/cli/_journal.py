@@ -35,7 +35,7 @@ def register(commands: Any) -> None:
 def _stored_lines(delivery: str, store: str | None) -> list[bytes]:
     from execution_system._compose import open_runner
 
-    runner = open_runner(store)
+    runner = open_runner(store, read_only=True)
     try:
         return runner.host.journal_lines(delivery)
     finally:

@@ -66,11 +66,13 @@ class LangGraphHost:
         invoker: Invoker,
         operations: Mapping[str, Operation],
         lease_ttl_s: float = 30.0,
+        read_only: bool = False,
     ) -> None:
         self.store_path = store_path
         self.data_dir = data_dir
-        self.store = Store(connect(store_path))
-        self.store.setup()
+        self.store = Store(connect(store_path, readonly=read_only))
+        if not read_only:
+            self.store.setup()
         self.custody = custody
         self.invoker = invoker
         self.operations = dict(operations)
