@@ -27,6 +27,9 @@ from host import Operation
 from runner import Runner, RunnerFactory, parse_factory_config
 
 
+_BINDING_KINDS = frozenset({"command", "python", "scripted"})
+
+
 def store_url(flag: str | None) -> str:
     """``--store``, else ``EXECSYS_STORE``, else the embedded default.
 
@@ -66,12 +69,15 @@ def load_runner_config(path: Path | None) -> RunnerConfig:
         config = RunnerConfig.model_validate_json(json.dumps(document))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
+        loc = list(first["loc"])
+        if len(loc) > 3 and loc[0] == "executors" and loc[2] in _BINDING_KINDS:
+            del loc[2]  # the union's tag: the key that names the binding's kind
+        where = ".".join(str(p) for p in loc)
         raise error(
             ErrorCode.CONFIG_INVALID,
-            first["msg"],
+            str(first["msg"]).removeprefix("Value error, "),
             path=f"{path}:{where}",
-            expected="executors: {NAME: {command: [...]} | {python: mod:func}}",
+            expected="executors: {NAME: {command: [...]} | {python: mod:func} | {scripted: [...]}}",
         ) from None
     return RunnerConfig(
         executors={
