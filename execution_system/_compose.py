@@ -26,7 +26,6 @@ from execution_system.custody import FileCustody
 from host import Operation
 from runner import Runner, RunnerFactory, parse_factory_config
 
-
 _BINDING_KINDS = frozenset({"command", "python", "scripted"})
 
 

@@ -18,7 +18,7 @@ BOUND_S = 60.0
 AGENT = """\
 import json, sys
 request = json.load(sys.stdin)
-reply = json.loads(sys.argv[1])
+reply = json.loads(REPLY)
 if reply == "echo":
     reply = {"status": "completed", "output": {"text": request["input"].get("text", "")}}
 print(json.dumps(reply))
@@ -79,8 +79,9 @@ def one_action(
     reply: Any = "echo",
 ) -> Path:
     """A spec ``a -> done`` whose action ``a`` replies ``reply`` (or echoes its input)."""
-    write(folder, "agent.py", AGENT)
-    command = json.dumps(["python3", "agent.py", json.dumps(reply)])
+    # The reply is written into the script: argv cannot carry a NUL byte.
+    (folder / "agent.py").write_text(f"REPLY = {json.dumps(reply)!r}\n" + AGENT)
+    command = json.dumps(["python3", "agent.py"])
     write(folder, "execsys.yaml", f"executors:\n  ag: {{command: {command}, timeout_s: 30}}\n")
     return write(
         folder,
