@@ -113,6 +113,8 @@ MEANINGS: dict[str, str] = {
     "INPUT_UNAVAILABLE": "A read found no value in the current round.",
     "MAX_VISITS_EXCEEDED": "A node would run more often than its `max_visits`.",
     "NODE_FAILED": "A node failed with no `on_failure` successor.",
+    "DELIVERY_FAILED": "`run`, `input`, `resolve` or `recover` drove a delivery that ended "
+    "failed without a more specific code (e.g. it reached a terminal with outcome `failed`).",
     "REQUIRED_BRANCH_FAILED": "A required branch failed, failing its region.",
     "RETRIES_EXHAUSTED": "Every attempt allowed by `retry` failed.",
     "EXECUTOR_PROTOCOL_ERROR": "An executor's reply broke the executor protocol.",
