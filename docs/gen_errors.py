@@ -22,7 +22,9 @@ MEANINGS: dict[str, str] = {
     # input files and usage
     "USAGE": "The command line is malformed (unknown option, missing argument).",
     "FILE_NOT_FOUND": "A named file does not exist, is a directory or cannot be read.",
-    "FILE_TOO_LARGE": "A document exceeds the 4 MiB limit.",
+    "FILE_TOO_LARGE": "A document exceeds the 4 MiB limit (the message gives its size).",
+    "FILE_NOT_REGULAR": "A document named by path is a FIFO, socket or device, which could block "
+    "forever; pass it on standard input with `-` instead.",
     "FILE_NOT_TEXT": "A document contains NUL bytes or is not UTF-8.",
     "FILE_EMPTY": "A document is empty or only whitespace.",
     "PARSE_ERROR": "A document is not valid YAML/JSON, or holds a value JSON cannot (NaN, "
