@@ -66,14 +66,15 @@ def number_problem(value: float) -> str | None:
     return f"{value} is not a finite number"
 
 
-def domain_problem(value: Any) -> str | None:
+def domain_problem(value: Any, max_depth: int | None = None) -> str | None:
     """Why ``value`` is outside canonical JSON (RFC 8785), or ``None`` if it is inside.
 
-    Checked iteratively, so nesting depth alone never raises.
+    Checked iteratively, so nesting depth alone never raises; ``max_depth``
+    bounds how deeply objects and arrays may nest.
     """
-    stack: list[tuple[Any, str]] = [(value, "")]
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
-        current, where = stack.pop()
+        current, where, depth = stack.pop()
         at = f" at {where}" if where else ""
         if current is None or isinstance(current, str | bool):
             continue
@@ -81,14 +82,18 @@ def domain_problem(value: Any) -> str | None:
             problem = number_problem(current)
             if problem is not None:
                 return problem + at
-        elif isinstance(current, dict):
+            continue
+        if max_depth is not None and depth >= max_depth:
+            return f"values nest deeper than {max_depth} levels{at[:120]}"
+        if isinstance(current, dict):
             for key, item in current.items():
                 if not isinstance(key, str):
                     return f"key {key!r} is not a string{at}"
-                stack.append((item, f"{where}.{key}" if where else key))
+                stack.append((item, f"{where}.{key}" if where else key, depth + 1))
         elif isinstance(current, list | tuple):
             stack.extend(
-                (item, f"{where}.{i}" if where else str(i)) for i, item in enumerate(current)
+                (item, f"{where}.{i}" if where else str(i), depth + 1)
+                for i, item in enumerate(current)
             )
         else:
             return f"a {type(current).__name__} is not a JSON value{at}"

@@ -41,6 +41,8 @@ _RESULT: TypeAdapter[InvocationResult] = TypeAdapter(
     Annotated[InvocationResult, Field(discriminator="status")]
 )
 _REAP_GRACE_S = 5.0
+#: Deepest nesting a reply may have: the bound every document has (execution_system.MAX_DEPTH).
+_MAX_REPLY_DEPTH = 64
 
 
 def parse_result(value: Any) -> InvocationResult:
@@ -49,7 +51,7 @@ def parse_result(value: Any) -> InvocationResult:
         value = value.model_dump(mode="json")
     # The Host digests what it commits (RFC 8785): NaN, infinities, integers beyond 2^53,
     # sets and other objects are refused here, before anything reads the reply.
-    problem = domain_problem(value)
+    problem = domain_problem(value, max_depth=_MAX_REPLY_DEPTH)
     if problem is not None:
         return Failed(
             reason="protocol-error",
