@@ -4,7 +4,14 @@ Everything here is a frozen model, an enum, a protocol or a pure function: no
 I/O and no LangGraph. Every other layer imports from this package.
 """
 
-from contracts._canonical import canonical_bytes, digest_bytes, digest_of
+from contracts._canonical import (
+    MAX_EXACT_INTEGER,
+    canonical_bytes,
+    digest_bytes,
+    digest_of,
+    domain_problem,
+    number_problem,
+)
 from contracts._config import (
     DEFAULT_STORE,
     LangGraphHostConfig,
@@ -111,6 +118,7 @@ __all__ = [
     "DEFAULT_STORE",
     "JOURNAL_FORMAT",
     "LAUNCH_ENV",
+    "MAX_EXACT_INTEGER",
     "MAX_JOURNAL_INT",
     "NODE_KINDS",
     "PROTOCOL",
@@ -193,6 +201,7 @@ __all__ = [
     "check_schema",
     "digest_bytes",
     "digest_of",
+    "domain_problem",
     "enum_values",
     "error",
     "exit_status",
@@ -200,6 +209,7 @@ __all__ = [
     "graph_digest",
     "is_node_id",
     "next_state",
+    "number_problem",
     "output_ports",
     "sqlite_path",
     "validation_problem",

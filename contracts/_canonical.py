@@ -11,6 +11,7 @@ through the reference ``rfc8785`` encoder.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import orjson
@@ -20,6 +21,8 @@ from contracts._ids import Digest
 
 DIGEST_PREFIX = "sha256:"
 _MAX_EXACT = 2**53 - 1
+MAX_EXACT_INTEGER = _MAX_EXACT
+"""Largest integer magnitude RFC 8785 (IEEE doubles) represents exactly."""
 _SORTED = orjson.OPT_SORT_KEYS
 
 
@@ -45,6 +48,56 @@ def _fast_path_applies(value: Any) -> bool:
             continue
         return False  # floats and anything else: the reference encoder decides
     return True
+
+
+def number_problem(value: float) -> str | None:
+    """Why a number cannot be canonical JSON (huge integer, infinity, NaN), or ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        if -_MAX_EXACT <= value <= _MAX_EXACT:
+            return None
+        shown = (
+            str(value) if value.bit_length() < 200 else f"an integer of {len(str(value))} digits"
+        )
+        return f"{shown} is outside the exact integer range of JSON numbers (2^53 - 1)"
+    if math.isfinite(value):
+        return None
+    return f"{value} is not a finite number"
+
+
+def domain_problem(value: Any, max_depth: int | None = None) -> str | None:
+    """Why ``value`` is outside canonical JSON (RFC 8785), or ``None`` if it is inside.
+
+    Checked iteratively, so nesting depth alone never raises; ``max_depth``
+    bounds how deeply objects and arrays may nest.
+    """
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        current, where, depth = stack.pop()
+        at = f" at {where}" if where else ""
+        if current is None or isinstance(current, str | bool):
+            continue
+        if isinstance(current, int | float):
+            problem = number_problem(current)
+            if problem is not None:
+                return problem + at
+            continue
+        if max_depth is not None and depth >= max_depth:
+            return f"values nest deeper than {max_depth} levels{at[:120]}"
+        if isinstance(current, dict):
+            for key, item in current.items():
+                if not isinstance(key, str):
+                    return f"key {key!r} is not a string{at}"
+                stack.append((item, f"{where}.{key}" if where else key, depth + 1))
+        elif isinstance(current, list | tuple):
+            stack.extend(
+                (item, f"{where}.{i}" if where else str(i), depth + 1)
+                for i, item in enumerate(current)
+            )
+        else:
+            return f"a {type(current).__name__} is not a JSON value{at}"
+    return None
 
 
 def canonical_bytes(value: Any) -> bytes:

@@ -14,6 +14,36 @@ _SQLITE = re.compile(r"^sqlite:///(?P<path>/?[^\x00]+)$")
 _POSTGRES = re.compile(r"^postgres(?:ql)?://[^\s]+$")
 
 
+def store_url_problem(url: str) -> str | None:
+    """Why ``url`` names no store this product can open, or ``None`` if it names one.
+
+    Careless forms are refused rather than guessed: an empty URL, an in-memory
+    database (it would vanish when the command exits), and query strings or
+    fragments (SQLite would make them part of the file name).
+    """
+    shown = repr(url) if len(url) <= 200 else repr(url[:200]) + "..."
+    if not url.strip():
+        return "the store URL is empty"
+    if url.startswith("sqlite:"):
+        path = sqlite_path(url)
+        if path is None:
+            return f"store URL {shown} is not sqlite:///PATH or sqlite:////ABSPATH"
+        if path.strip(" /").startswith(":memory:"):
+            return f"store URL {shown} names an in-memory database, which is lost on exit"
+        if not path.strip(" /"):
+            return f"store URL {shown} names no file"
+        if "?" in path or "#" in path:
+            return f"store URL {shown} has a query or fragment; store options are not supported"
+        return None
+    if _POSTGRES.match(url):
+        return None
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    known = "sqlite:///PATH, sqlite:////ABSPATH or postgresql://..."
+    if scheme:
+        return f"unknown store URL scheme {scheme!r} in {shown}; use {known}"
+    return f"store URL {shown} is not a URL; use {known}"
+
+
 def sqlite_path(url: str) -> str | None:
     """The file path of a ``sqlite:///`` URL (relative or, with four slashes, absolute)."""
     match = _SQLITE.match(url)
@@ -34,13 +64,15 @@ class LangGraphHostConfig(BaseModel):
     lease_ttl_s: float = Field(default=30.0, gt=0, le=3600)
     """How long a lease survives a holder that stopped renewing it (cross-machine)."""
 
+    read_only: bool = False
+    """Open an existing store for reading only: never create, migrate or write it."""
+
     @field_validator("store")
     @classmethod
     def _known_url(cls, value: str) -> str:
-        if sqlite_path(value) is None and not _POSTGRES.match(value):
-            raise ValueError(
-                f"store URL {value!r} is not sqlite:///PATH, sqlite:////ABSPATH or postgresql://..."
-            )
+        problem = store_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 

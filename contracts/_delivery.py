@@ -5,7 +5,15 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from contracts._canonical import digest_of
 from contracts._ids import DeliveryId, Digest
@@ -45,6 +53,26 @@ class CommandBinding(_Frozen):
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the process."""
 
+    @field_validator("command")
+    @classmethod
+    def _no_nul_in_argv(cls, argv: tuple[str, ...]) -> tuple[str, ...]:
+        # The OS cannot pass a NUL inside an argument: refuse here, not at the first turn.
+        for i, arg in enumerate(argv):
+            if "\x00" in arg:
+                raise ValueError(f"argument {i} contains a NUL byte, which no process can receive")
+        return argv
+
+    @field_validator("env")
+    @classmethod
+    def _passable_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not name or "=" in name or "\x00" in name or "\x00" in value:
+                raise ValueError(
+                    f"environment variable {name!r} cannot be passed to a process "
+                    "(empty name, '=' in the name, or a NUL byte)"
+                )
+        return env
+
 
 class PythonBinding(_Frozen):
     """An executor that is an async callable ``module:function``."""
@@ -64,7 +92,25 @@ class ScriptedBinding(_Frozen):
     """Replies returned in order, one per turn; the last one repeats."""
 
 
-ExecutorBinding = CommandBinding | PythonBinding | ScriptedBinding
+def _binding_kind(value: Any) -> str | None:
+    """Which binding a document means, by its one defining key (so errors name that shape)."""
+    if isinstance(value, CommandBinding | PythonBinding | ScriptedBinding):
+        return type(value).__name__.removesuffix("Binding").lower()
+    if isinstance(value, dict):
+        return next((key for key in ("command", "python", "scripted") if key in value), None)
+    return None
+
+
+ExecutorBinding = Annotated[
+    Annotated[CommandBinding, Tag("command")]
+    | Annotated[PythonBinding, Tag("python")]
+    | Annotated[ScriptedBinding, Tag("scripted")],
+    Discriminator(
+        _binding_kind,
+        custom_error_type="binding_kind",
+        custom_error_message="a binding names one of 'command', 'python' or 'scripted'",
+    ),
+]
 """How an executor name is implemented."""
 
 

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 from contracts._canonical import canonical_bytes
 from contracts._errors import ErrorCode, ExecsysError, error
+from contracts._regex import KEYWORDS as _RE2_KEYWORDS
+from contracts._regex import pattern_problem
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
@@ -152,7 +154,11 @@ def _walk(schema: Any, path: str, root: Mapping[str, Any]) -> Iterator[ExecsysEr
         elif key in _SCHEMA_MAP_VALUED:
             if isinstance(value, Mapping):
                 for name, sub in value.items():
+                    if key == "patternProperties":
+                        yield from _pattern_refusal(name, f"{where}.{name}")
                     yield from _walk(sub, f"{where}.{name}", root)
+        elif key == "pattern":
+            yield from _pattern_refusal(value, where)
         elif key == "$schema" and value != DRAFT_2020_12:
             yield error(
                 ErrorCode.SCHEMA_UNSUPPORTED_KEYWORD,
@@ -186,6 +192,17 @@ def _walk(schema: Any, path: str, root: Mapping[str, Any]) -> Iterator[ExecsysEr
                 path=where,
                 expected="one of " + ", ".join(sorted(SUPPORTED_FORMATS)),
             )
+
+
+def _pattern_refusal(pattern: Any, where: str) -> Iterator[ExecsysError]:
+    problem = pattern_problem(pattern)
+    if problem is not None:
+        yield error(
+            ErrorCode.SCHEMA_PATTERN_UNSUPPORTED,
+            f"pattern {pattern!r} cannot be matched in linear time: {problem}",
+            path=where,
+            expected="an RE2 regular expression (no look-around or back-references)",
+        )
 
 
 def _in_place_refs(schema: Any) -> set[str]:
@@ -280,11 +297,20 @@ def _metaschema_problem(key: str) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
+@lru_cache(maxsize=1)
+def _linear_validator() -> type[Draft202012Validator]:
+    """Draft 2020-12 with every regular-expression keyword matched by RE2."""
+    from jsonschema import Draft202012Validator, validators
+
+    cls: type[Draft202012Validator] = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, _RE2_KEYWORDS
+    )
+    return cls
+
+
 @lru_cache(maxsize=4096)
 def _validator_for(key: bytes) -> Draft202012Validator:
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(json.loads(key), format_checker=_format_checker())
+    return _linear_validator()(json.loads(key), format_checker=_format_checker())
 
 
 def validator_for(schema: Any) -> Draft202012Validator:

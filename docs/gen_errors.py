@@ -22,12 +22,17 @@ MEANINGS: dict[str, str] = {
     # input files and usage
     "USAGE": "The command line is malformed (unknown option, missing argument).",
     "FILE_NOT_FOUND": "A named file does not exist, is a directory or cannot be read.",
-    "FILE_TOO_LARGE": "A document exceeds the 4 MiB limit.",
+    "FILE_TOO_LARGE": "A document exceeds the 4 MiB limit (the message gives its size).",
+    "FILE_NOT_REGULAR": "A document named by path is a FIFO, socket or device, which could block "
+    "forever; pass it on standard input with `-` instead.",
     "FILE_NOT_TEXT": "A document contains NUL bytes or is not UTF-8.",
     "FILE_EMPTY": "A document is empty or only whitespace.",
     "PARSE_ERROR": "A document is not valid YAML/JSON, or holds a value JSON cannot (NaN, "
     "non-string keys, tags, merge keys).",
     "DOCUMENT_TOO_DEEP": "A document nests objects/arrays deeper than 64 levels.",
+    "DOCUMENT_NUMBER_OUT_OF_RANGE": "A document holds a number canonical JSON cannot represent "
+    "exactly: an integer beyond +/-(2^53 - 1), or an infinite float (`Infinity`, `1e999`, "
+    "`.inf`).",
     "DUPLICATE_KEY": "A mapping repeats a key (the later one would silently win).",
     "YAML_ALIAS_REFUSED": "A YAML document uses an anchor or alias (they allow expansion bombs).",
     # spec shape
@@ -80,6 +85,9 @@ MEANINGS: dict[str, str] = {
     "this product does not enforce.",
     "SCHEMA_INVALID": "A schema is malformed (bad keyword value, undeclared `$defs` target, "
     "`$ref` cycle that never descends).",
+    "SCHEMA_PATTERN_UNSUPPORTED": "A `pattern` or `patternProperties` key is not a regular "
+    "expression RE2 can compile (look-around, back-references, oversized repetition); patterns "
+    "are matched in linear time.",
     # delivery admission
     "INPUT_INVALID": "The delivery input does not match the graph's input schema.",
     "AUTHORITY_INVALID": "The authority policy document is malformed.",
@@ -107,6 +115,8 @@ MEANINGS: dict[str, str] = {
     "INPUT_UNAVAILABLE": "A read found no value in the current round.",
     "MAX_VISITS_EXCEEDED": "A node would run more often than its `max_visits`.",
     "NODE_FAILED": "A node failed with no `on_failure` successor.",
+    "DELIVERY_FAILED": "`run`, `input`, `resolve` or `recover` drove a delivery that ended "
+    "failed without a more specific code (e.g. it reached a terminal with outcome `failed`).",
     "REQUIRED_BRANCH_FAILED": "A required branch failed, failing its region.",
     "RETRIES_EXHAUSTED": "Every attempt allowed by `retry` failed.",
     "EXECUTOR_PROTOCOL_ERROR": "An executor's reply broke the executor protocol.",
@@ -118,6 +128,12 @@ MEANINGS: dict[str, str] = {
     "OPERATION_FAILED": "A registered operation failed on its inputs.",
     "SIBLING_STOPPED": "A branch was stopped because the delivery ended elsewhere.",
     "STORE_ERROR": "The store failed to read or write.",
+    "STORE_NOT_FOUND": "A reading command (`status`, `inspect`, `journal export/verify`) names a "
+    "store that does not exist; reading commands never create one.",
+    "STORE_UNREADABLE": "The store path is a directory, not an SQLite file, truncated or "
+    "corrupted; nothing was changed.",
+    "STORE_READ_ONLY": "A command that writes was given a store it may not write (read-only "
+    "file or folder); reading commands still work on it.",
     "SUBSTRATE_ERROR": "The execution substrate failed unexpectedly.",
     "INTERVENTION_REQUIRED": "The delivery needs an operator's directive to continue.",
     "ATTEMPT_INTERRUPTED": "An attempt's runner stopped before its result committed; a "

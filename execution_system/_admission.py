@@ -87,7 +87,18 @@ def shape_error(exc: ValidationError, prefix: str = "") -> Exception:
             path="spec",
             expected="execution-system/v1",
         )
-    if "[key]" in [str(p) for p in loc] and len(loc) >= 1 and loc[0] == "nodes":
+    keyed = [str(p) for p in loc]
+    if "[key]" in keyed and loc[0] == "nodes" and keyed.index("[key]") > 2:
+        # A key inside a node (an output port, an input name), not the node's id.
+        at = keyed.index("[key]")
+        owner = {"outputs": "output port", "inputs": "input"}.get(keyed[at - 2], "key")
+        return error(
+            ErrorCode.SPEC_INVALID_VALUE,
+            f"invalid {owner} name {keyed[at - 1]!r}",
+            path=where,
+            expected="letters, digits, '_' or '-', starting with a letter or '_' (max 64)",
+        )
+    if "[key]" in keyed and loc[0] == "nodes":
         return error(
             ErrorCode.SPEC_INVALID_NODE_ID,
             f"invalid node id {loc[1]!r}",

@@ -26,15 +26,26 @@ from execution_system.custody import FileCustody
 from host import Operation
 from runner import Runner, RunnerFactory, parse_factory_config
 
+_BINDING_KINDS = frozenset({"command", "python", "scripted"})
+
 
 def store_url(flag: str | None) -> str:
-    """``--store``, else ``EXECSYS_STORE``, else the embedded default."""
-    return flag or os.environ.get("EXECSYS_STORE") or DEFAULT_STORE
+    """``--store``, else ``EXECSYS_STORE``, else the embedded default.
+
+    A ``--store`` given empty is refused later as a bad URL, never replaced by
+    the default; an empty ``EXECSYS_STORE`` counts as unset (shell habit).
+    """
+    if flag is not None:
+        return flag
+    return os.environ.get("EXECSYS_STORE") or DEFAULT_STORE
 
 
-def factory_config(flag: str | None) -> RunnerFactoryConfig:
-    """The closed Host selection for a store URL."""
-    return parse_factory_config({"engine": "langgraph", "store": store_url(flag)})
+def factory_config(flag: str | None, *, read_only: bool = False) -> RunnerFactoryConfig:
+    """The closed Host selection for a store URL (``read_only``: never create or write it)."""
+    document: dict[str, Any] = {"engine": "langgraph", "store": store_url(flag)}
+    if read_only:
+        document["read_only"] = True
+    return parse_factory_config(document)
 
 
 def data_dir(config: RunnerFactoryConfig) -> Path:
@@ -57,12 +68,15 @@ def load_runner_config(path: Path | None) -> RunnerConfig:
         config = RunnerConfig.model_validate_json(json.dumps(document))
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
+        loc = list(first["loc"])
+        if len(loc) > 3 and loc[0] == "executors" and loc[2] in _BINDING_KINDS:
+            del loc[2]  # the union's tag: the key that names the binding's kind
+        where = ".".join(str(p) for p in loc)
         raise error(
             ErrorCode.CONFIG_INVALID,
-            first["msg"],
+            str(first["msg"]).removeprefix("Value error, "),
             path=f"{path}:{where}",
-            expected="executors: {NAME: {command: [...]} | {python: mod:func}}",
+            expected="executors: {NAME: {command: [...]} | {python: mod:func} | {scripted: [...]}}",
         ) from None
     return RunnerConfig(
         executors={
@@ -111,9 +125,15 @@ def open_runner(
     store: str | None,
     executors_dir: Path | None = None,
     operations: Mapping[str, Operation] | None = None,
+    *,
+    read_only: bool = False,
 ) -> Runner:
-    """Create the Runner on the configured store, with file custody beside it."""
-    config = factory_config(store)
+    """Create the Runner on the configured store, with file custody beside it.
+
+    ``read_only`` is for the reading commands: the store must already exist,
+    and neither it nor the folders beside it are created or written.
+    """
+    config = factory_config(store, read_only=read_only)
     custody = FileCustody(data_dir(config) / "custody")
     if operations is None:
         # Every store may hold CodeClosure deliveries; their operations are always known.

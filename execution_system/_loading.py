@@ -9,13 +9,15 @@ catalogued error, never a traceback.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from contracts import ErrorCode, error
+from contracts import MAX_EXACT_INTEGER, ErrorCode, error, number_problem
 
 #: Largest document accepted, in bytes. Specs of thousands of nodes fit easily.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
@@ -98,9 +100,10 @@ def _depth_ok(value: Any) -> bool:
 def parse_document(data: bytes, *, name: str, json_only: bool = False) -> Any:
     """Parse bytes as YAML (a superset of JSON) or, if ``json_only``, strict JSON."""
     if len(data) > MAX_DOCUMENT_BYTES:
+        # Reading stops one byte past the bound, so the true size is unknown here.
         raise error(
             ErrorCode.FILE_TOO_LARGE,
-            f"document is {len(data)} bytes",
+            f"document is more than {MAX_DOCUMENT_BYTES} bytes",
             path=name,
             expected=f"at most {MAX_DOCUMENT_BYTES} bytes",
         )
@@ -161,9 +164,10 @@ def parse_document(data: bytes, *, name: str, json_only: bool = False) -> Any:
 
 
 def _check_json_native(value: Any, name: str) -> None:
-    stack = [value]
+    stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
-        current = stack.pop()
+        current, where = stack.pop()
+        at = f"{name}:{where}" if where else name
         if isinstance(current, dict):
             for key, sub in current.items():
                 if not isinstance(key, str):
@@ -173,28 +177,45 @@ def _check_json_native(value: Any, name: str) -> None:
                         path=name,
                         expected="string keys (quote keys like 1, true or null)",
                     )
-                stack.append(sub)
+                stack.append((sub, f"{where}.{key}" if where else key))
         elif isinstance(current, list):
-            stack.extend(current)
+            stack.extend(
+                (sub, f"{where}.{i}" if where else str(i)) for i, sub in enumerate(current)
+            )
         elif isinstance(current, float) and current != current:  # NaN
-            raise error(ErrorCode.PARSE_ERROR, "NaN is not JSON", path=name)
-        elif not isinstance(current, str | int | float | bool | type(None)):
+            raise error(ErrorCode.PARSE_ERROR, "NaN is not JSON", path=at)
+        elif isinstance(current, bool) or current is None or isinstance(current, str):
+            continue
+        elif isinstance(current, int | float):
+            problem = number_problem(current)
+            if problem is not None:
+                raise error(
+                    ErrorCode.DOCUMENT_NUMBER_OUT_OF_RANGE,
+                    problem,
+                    path=at,
+                    expected=f"a finite number; integers within +/-{MAX_EXACT_INTEGER}",
+                )
+        else:
             raise error(
                 ErrorCode.PARSE_ERROR,
                 f"value of type {type(current).__name__} is not JSON",
-                path=name,
+                path=at,
             )
 
 
 def read_bytes(path: str | Path) -> bytes:
-    """Read a file (or ``-`` for stdin) with the size bound applied before reading it all."""
+    """Read a file (or ``-`` for stdin) with the size bound applied before reading it all.
+
+    Only regular files are read by name: a FIFO, socket or device could block
+    forever or never end, so it is refused (stream it through ``-`` instead).
+    """
     if str(path) == "-":
         data = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
         return data
     p = Path(path)
     try:
-        with p.open("rb") as handle:
-            return handle.read(MAX_DOCUMENT_BYTES + 1)
+        # Non-blocking: opening a FIFO nobody writes would otherwise wait forever.
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise error(ErrorCode.FILE_NOT_FOUND, "no such file", path=str(path)) from None
     except IsADirectoryError:
@@ -205,6 +226,33 @@ def read_bytes(path: str | Path) -> bytes:
         raise error(
             ErrorCode.FILE_NOT_FOUND, f"cannot read: {exc.strerror}", path=str(path)
         ) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise error(
+                ErrorCode.FILE_NOT_FOUND, "is a directory", path=str(path), expected="a file"
+            )
+        raise error(
+            ErrorCode.FILE_NOT_REGULAR,
+            "is not a regular file (a FIFO, socket or device)",
+            path=str(path),
+            expected="a regular file, or '-' to read standard input",
+        )
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_DOCUMENT_BYTES:
+            raise error(
+                ErrorCode.FILE_TOO_LARGE,
+                f"document is {info.st_size} bytes",
+                path=str(path),
+                expected=f"at most {MAX_DOCUMENT_BYTES} bytes",
+            )
+        try:
+            return handle.read(MAX_DOCUMENT_BYTES + 1)
+        except OSError as exc:
+            raise error(
+                ErrorCode.FILE_NOT_FOUND, f"cannot read: {exc.strerror}", path=str(path)
+            ) from None
 
 
 def load_document(path: str | Path) -> Any:

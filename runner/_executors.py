@@ -21,7 +21,14 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from contracts import CommandBinding, ErrorCode, ExecutorBinding, PythonBinding, ScriptedBinding
+from contracts import (
+    CommandBinding,
+    ErrorCode,
+    ExecutorBinding,
+    PythonBinding,
+    ScriptedBinding,
+    domain_problem,
+)
 from contracts._invocation import (
     LAUNCH_ENV,
     Completed,
@@ -40,20 +47,22 @@ _TERM_GRACE_S = 2.0
 _SHIM = str(Path(__file__).with_name("_shim.py"))
 _SHIM_START_FAILED = 127
 _SHIM_MARKER = "execsys-shim: cannot start"
+#: Deepest nesting a reply may have: the bound every document has (execution_system.MAX_DEPTH).
+_MAX_REPLY_DEPTH = 64
 
 
 def parse_result(value: Any) -> InvocationResult:
     """Validate an executor's reply; a malformed one is a protocol failure."""
     if isinstance(value, Completed | NeedsInput | Failed):
         value = value.model_dump(mode="json")
-    try:
-        # The Host digests what it commits (RFC 8785): NaN, sets, objects are refused here.
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    # The Host digests what it commits (RFC 8785): NaN, infinities, integers beyond 2^53,
+    # sets and other objects are refused here, before anything reads the reply.
+    problem = domain_problem(value, max_depth=_MAX_REPLY_DEPTH)
+    if problem is not None:
         return Failed(
             reason="protocol-error",
             code=ErrorCode.EXECUTOR_PROTOCOL_ERROR,
-            detail=f"reply is not plain JSON: {exc}"[:300],
+            detail=f"reply is not plain JSON: {problem}"[:300],
         )
     try:
         result = _RESULT.validate_python(value)
@@ -350,7 +359,8 @@ def _classify(code: int, stdout: bytes, stderr: bytes) -> InvocationResult:
         )
     try:
         reply = json.loads(stdout.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        # ValueError covers JSONDecodeError and integers of more than 4300 digits.
         reply = None
     if code < 0:
         return Failed(

@@ -404,3 +404,62 @@ def _ports_of(node: JsonDict) -> list[str]:
     if node["kind"] == "wait":
         return list(node["result"].get("properties", {}))
     return list(node.get("outputs", {}))
+
+
+# --- hostile input -------------------------------------------------------------
+
+hostile_scalars = st.one_of(
+    json_scalars,
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(st.characters(codec="utf-8"), max_size=16),
+    st.sampled_from(["\x1b[2J", "a\x00b", "\r\nexecsys: FORGED", "\u202e", "\ud800"]),
+)
+"""Scalars a careless or hostile producer sends: huge integers, NaN, infinities, controls."""
+
+hostile_values = st.recursive(
+    hostile_scalars | st.builds(set) | st.binary(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+"""Values that may not be JSON at all (sets, bytes, integer keys) or sit at its edges."""
+
+catastrophic_patterns = st.sampled_from(
+    ["^(a+)+$", "(a|aa)+$", "^(a|a?)+$", "(.*a){12}", "^(\\w+\\s?)*$", "(x+x+)+y"]
+)
+"""Patterns that take exponential time in a backtracking engine."""
+
+patterns = st.one_of(
+    catastrophic_patterns,
+    st.text(st.sampled_from("ab()[]{}*+?|^$.\\-,0123456789wsdSbB=!<:PLu"), max_size=12),
+)
+"""Regular expressions, valid or not, linear or not (in a backtracking engine)."""
+
+store_urls = st.one_of(
+    st.text(max_size=40),
+    st.builds(
+        operator.add,
+        st.sampled_from(
+            [
+                "sqlite:",
+                "sqlite:/",
+                "sqlite://",
+                "sqlite:///",
+                "sqlite:////",
+                "postgresql://",
+                "postgres://",
+                "file:",
+                "mysql://",
+                "SQLITE:///",
+                " sqlite:///",
+            ]
+        ),
+        st.text(st.characters(codec="utf-8"), max_size=30)
+        | st.sampled_from([":memory:", "x.db?mode=ro", "a#b", "", "/", "..", "x\x00y"]),
+    ),
+)
+"""Store URLs as people mistype them."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-from execution_system.cli._output import emit, emit_json
+from contracts import ExecsysError
+from execution_system.cli._output import emit, emit_json, terminal_safe
 
 
 def _store(parser: argparse.ArgumentParser) -> None:
@@ -63,9 +65,41 @@ def register(commands: Any) -> None:
     resolve.set_defaults(handler=_resolve)
 
 
-def print_status(report: Any, as_json: bool) -> int:
+def delivery_failure(report: Any) -> ExecsysError | None:
+    """The error a failed or blocked delivery means for the command that drove it."""
+    from contracts import ErrorCode, error
+
+    status = report.status.value
+    if status not in {"failed", "intervention"}:
+        return None
+    codes = {code.value: code for code in ErrorCode}
+    if status == "intervention":
+        code = codes.get(report.outcome or "", ErrorCode.INTERVENTION_REQUIRED)
+        return error(
+            code,
+            f"the delivery needs a directive: {report.message or 'nothing runs until one'}",
+            path=report.delivery,
+            expected=f"'execsys inspect {report.delivery}', then 'execsys recover' "
+            "with a directive",
+        )
+    code = codes.get(report.outcome or "", ErrorCode.DELIVERY_FAILED)
+    return error(
+        code,
+        f"the delivery failed: {report.message or report.outcome or 'see execsys inspect'}",
+        path=report.delivery,
+    )
+
+
+def print_status(report: Any, as_json: bool, *, drove: bool = True) -> int:
+    """Print a delivery's status; when this command ``drove`` it, say why it failed on stderr."""
+    failure = delivery_failure(report) if drove else None
+    if failure is not None:
+        sys.stderr.write(f"execsys: {terminal_safe(failure.one_line())}\n")
     if as_json:
-        emit_json(report.public())
+        document = report.public()
+        if failure is not None:
+            document["error"] = failure.to_json()
+        emit_json(document)
     else:
         outcome = f" ({report.outcome})" if report.outcome else ""
         emit(f"delivery {report.delivery}: {report.status.value}{outcome}")
@@ -127,10 +161,10 @@ def _run(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     from execution_system._compose import open_runner
 
-    runner = open_runner(args.store)
+    runner = open_runner(args.store, read_only=True)
     try:
         if args.delivery:
-            print_status(runner.host.status(args.delivery), args.json)
+            print_status(runner.host.status(args.delivery), args.json, drove=False)
             return 0
         rows = runner.host.deliveries()
         attention = runner.host.needs_directive()
@@ -162,7 +196,7 @@ def _status(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from execution_system._compose import open_runner
 
-    runner = open_runner(args.store)
+    runner = open_runner(args.store, read_only=True)
     try:
         report = runner.host.inspect(args.delivery)
     finally:

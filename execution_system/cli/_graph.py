@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from execution_system.cli._output import emit, emit_json
+from execution_system.cli._output import emit, emit_json, emit_lines
 
 
 def register(commands: Any) -> None:
@@ -53,5 +53,5 @@ def _show(args: argparse.Namespace) -> int:
     if args.format == "json":
         emit_json(to_json(graph))
     else:
-        emit(to_mermaid(graph))
+        emit_lines(to_mermaid(graph))
     return 0

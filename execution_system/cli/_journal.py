@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from execution_system.cli._output import emit, emit_json
+from execution_system.cli._output import emit, emit_json, terminal_safe
 
 
 def register(commands: Any) -> None:
@@ -35,7 +35,7 @@ def register(commands: Any) -> None:
 def _stored_lines(delivery: str, store: str | None) -> list[bytes]:
     from execution_system._compose import open_runner
 
-    runner = open_runner(store)
+    runner = open_runner(store, read_only=True)
     try:
         return runner.host.journal_lines(delivery)
     finally:
@@ -83,5 +83,6 @@ def _verify(args: argparse.Namespace) -> int:
             emit(f"ok: {report.events} events, head {report.head}")
         return 0
     code = report.code.value if report.code else "JOURNAL_MALFORMED_RECORD"
-    sys.stderr.write(f"execsys: {code} at {where}: ordinal {report.ordinal}: {report.message}\n")
+    line = f"execsys: {code} at {where}: ordinal {report.ordinal}: {report.message}"
+    sys.stderr.write(terminal_safe(line) + "\n")
     return 1

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from contracts import ErrorCode, ExecsysError, error
@@ -49,16 +51,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _store_failure(exc: sqlite3.Error, args: argparse.Namespace | None) -> ExecsysError:
+    from contracts import sqlite_path
+    from execution_system._compose import store_url
+
+    url = store_url(getattr(args, "store", None))
+    raw = sqlite_path(url)
+    where = str(Path(raw).absolute()) if raw else url
+    text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    if isinstance(exc, sqlite3.OperationalError):
+        return error(ErrorCode.STORE_ERROR, text, path=where, expected="a store that can be read")
+    return error(
+        ErrorCode.STORE_UNREADABLE,
+        f"the store is damaged: {text}",
+        path=where,
+        expected="an intact SQLite store (restore a backup or choose another --store)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``execsys`` console script; returns the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in arguments
+    args: argparse.Namespace | None = None
     try:
         args = build_parser().parse_args(arguments)
         handler: Handler = args.handler
         return handler(args)
     except ExecsysError as exc:
         return report_error(exc, as_json)
+    except sqlite3.Error as exc:
+        # Opening maps its own failures; this is damage found while reading later.
+        return report_error(_store_failure(exc, args), as_json)
     except BrokenPipeError:
         # The reader went away (e.g. '| head'): not an error of ours.
         sys.stderr.close()

@@ -208,7 +208,9 @@ async def run_action_turn(
             writer.put("pending", node_id, writer.dispatch(node_id, retry))
             writer.goto.append(node_id)
             return
-        code = result.code if not result.retryable else ErrorCode.RETRIES_EXHAUSTED
+        # RETRIES_EXHAUSTED only when retries were allowed and used up; else the cause itself.
+        retried = result.retryable and node.retry is not None and node.retry.max_attempts > 1
+        code = ErrorCode.RETRIES_EXHAUSTED if retried else result.code
         fail_node(
             writer,
             site,

@@ -85,11 +85,13 @@ class LangGraphHost:
         invoker: Invoker,
         operations: Mapping[str, Operation],
         lease_ttl_s: float = 30.0,
+        read_only: bool = False,
     ) -> None:
         self.store_path = store_path
         self.data_dir = data_dir
-        self.store = Store(connect(store_path))
-        self.store.setup()
+        self.store = Store(connect(store_path, readonly=read_only))
+        if not read_only:
+            self.store.setup()
         self.custody = custody
         self.invoker = invoker
         self.operations = dict(operations)
@@ -484,7 +486,7 @@ class LangGraphHost:
             ErrorCode.CORRELATION_UNKNOWN,
             "no pending question has this correlation",
             path=correlation,
-            expected="a correlation shown by 'execsys status'",
+            expected=f"a correlation shown by 'execsys status {delivery_id}' or 'execsys inspect'",
         )
 
     def _check_resolution(
@@ -552,9 +554,20 @@ class LangGraphHost:
                 expected="an approval from a different actor",
             )
         if pending.get("approvals") and pending.get("result") != result:
+            earlier = pending.get("result")
+            fields = (
+                sorted(
+                    k
+                    for k in set(earlier) | set(result)
+                    if earlier.get(k, ...) != result.get(k, ...)
+                )
+                if isinstance(earlier, dict) and isinstance(result, dict)
+                else []
+            )
+            named = ", ".join(f"'{k}'" for k in fields) or "its value"
             raise error(
                 ErrorCode.WAIT_RESULT_INVALID,
-                "the result differs from the earlier approvals of this wait",
-                path="result",
-                expected="the same result as the earlier approvals",
+                f"the result differs from the earlier approvals of this wait in {named}",
+                path=f"result.{fields[0]}" if len(fields) == 1 else "result",
+                expected=f"the same result as the earlier approvals: {json.dumps(earlier)[:200]}",
             )

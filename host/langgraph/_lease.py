@@ -29,7 +29,6 @@ class LeaseManager:
         self.holder = holder
         self.ttl_s = ttl_s
         self._fds: dict[str, int] = {}
-        lock_dir.mkdir(parents=True, exist_ok=True)
 
     def acquire(self, delivery: str, *, wait_s: float = 0.0) -> int:
         """Take the delivery's lease (waiting up to ``wait_s``); return the fencing token."""
@@ -40,6 +39,8 @@ class LeaseManager:
                 path=delivery,
                 expected="one operation at a time per delivery",
             )
+        # Created on first use: a read-only Host (status, inspect) never creates folders.
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_dir / f"{delivery}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + wait_s
         while True:
@@ -89,7 +90,7 @@ class LeaseManager:
         path = self.lock_dir / f"{delivery}.lock"
         if not path.exists():
             return True
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDONLY)  # flock needs no write access: a read-only store probes too
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from contracts import ErrorCode, error
 
@@ -90,13 +91,12 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
         if not path.exists():
             raise error(
-                ErrorCode.DELIVERY_NOT_FOUND,
+                ErrorCode.STORE_NOT_FOUND,
                 "no store here",
                 path=str(path),
-                expected="a store created by 'execsys run'",
+                expected="a store created by 'execsys run' (check --store and EXECSYS_STORE)",
             )
-        uri = f"file:{path}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10.0)
+        conn = _connect_read_only(path)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), check_same_thread=False, timeout=10.0)
@@ -104,6 +104,34 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     # Several processes share the file: wait for a writer instead of failing at once.
     conn.execute("PRAGMA busy_timeout=10000")
     conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open ``path`` for reading only, even where this process may not write at all.
+
+    A WAL store needs its ``-shm`` index, which SQLite creates on first read; in
+    a folder we may not write, that fails. With no WAL content to miss, the file
+    alone is the whole store and is opened immutable; otherwise it is refused.
+    """
+    # Quoted: a '?' or '#' in the path must stay part of the file name.
+    base = f"file:{quote(str(path.absolute()))}?mode=ro"
+    conn = sqlite3.connect(base, uri=True, check_same_thread=False, timeout=10.0)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except sqlite3.OperationalError:
+        conn.close()
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise error(
+                ErrorCode.STORE_READ_ONLY,
+                "the store has unmerged WAL content this user cannot index (no -shm file)",
+                path=str(path),
+                expected="read access to the store's -wal and -shm files, or a writable folder",
+            ) from None
+        conn = sqlite3.connect(
+            base + "&immutable=1", uri=True, check_same_thread=False, timeout=10.0
+        )
     return conn
 
 
