@@ -25,6 +25,8 @@ MEANINGS: dict[str, str] = {
     "FILE_TOO_LARGE": "A document exceeds the 4 MiB limit.",
     "FILE_NOT_TEXT": "A document contains NUL bytes or is not UTF-8.",
     "FILE_EMPTY": "A document is empty or only whitespace.",
+    "FILE_NOT_WRITABLE": "An output path is a directory, or its folder is missing or "
+    "not writable.",
     "PARSE_ERROR": "A document is not valid YAML/JSON, or holds a value JSON cannot (NaN, "
     "non-string keys, tags, merge keys).",
     "DOCUMENT_TOO_DEEP": "A document nests objects/arrays deeper than 64 levels.",

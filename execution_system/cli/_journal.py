@@ -32,6 +32,39 @@ def register(commands: Any) -> None:
     verify.set_defaults(handler=_verify)
 
 
+def readable_file(path: Path) -> Path:
+    """Return ``path`` if it names a regular file; refuse a directory or a missing file."""
+    from contracts import ErrorCode, error
+
+    if path.is_dir():
+        raise error(ErrorCode.FILE_NOT_FOUND, "is a directory", path=str(path), expected="a file")
+    if not path.is_file():
+        raise error(ErrorCode.FILE_NOT_FOUND, "no such file", path=str(path))
+    return path
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``; a directory or an unwritable place is one coded refusal."""
+    from contracts import ErrorCode, error
+
+    if path.is_dir():
+        raise error(
+            ErrorCode.FILE_NOT_WRITABLE,
+            "is a directory",
+            path=str(path),
+            expected="a file path to write",
+        )
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise error(
+            ErrorCode.FILE_NOT_WRITABLE,
+            exc.strerror or type(exc).__name__,
+            path=str(path),
+            expected="a writable file path",
+        ) from None
+
+
 def _stored_lines(delivery: str, store: str | None) -> list[bytes]:
     from execution_system._compose import open_runner
 
@@ -46,7 +79,7 @@ def _export(args: argparse.Namespace) -> int:
     lines = _stored_lines(args.delivery, args.store)
     data = b"".join(line + b"\n" for line in lines)
     if args.output:
-        Path(args.output).write_bytes(data)
+        write_output(Path(args.output), data)
         emit(f"wrote {len(lines) - 1} events and the header to {args.output}")
     else:
         sys.stdout.buffer.write(data)
@@ -66,9 +99,7 @@ def _verify(args: argparse.Namespace) -> int:
             expected="DELIVERY | --file FILE",
         )
     if args.file:
-        path = Path(args.file)
-        if not path.is_file():
-            raise error(ErrorCode.FILE_NOT_FOUND, "no such file", path=str(path))
+        path = readable_file(Path(args.file))
         where = str(path)
         # Journals are long by nature: streamed line by line, no document size bound.
         with path.open("rb") as handle:
