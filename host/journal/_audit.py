@@ -317,7 +317,11 @@ def _audit(
             report.violations.append(_violation(exc))
             if not all_violations:
                 return
-        state.apply(members, digest)
+        try:
+            state.apply(members, digest)  # closing an invalidation batch checks its closure
+        except ExecsysError as exc:
+            report.violations.append(_violation(exc))
+            return
         rules.applied(members)
         report.events, report.head = position, digest
         _summarise(report, members, waits)
