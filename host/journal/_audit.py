@@ -32,12 +32,21 @@ from contracts._spec import ControlGraph, WaitNode
 from host.journal._audit_graph import GraphRules
 from host.journal._bundle import Bundle, parse_bundle, referenced_digests
 from host.journal._chain import ChainCheck
-from host.journal._codec import at, decode_line, loads_json, ordinal_of, parse_line, record_digest
+from host.journal._codec import (
+    DIGEST_KEY,
+    at,
+    decode_line,
+    loads_json,
+    ordinal_of,
+    parse_line,
+    record_digest,
+)
 from host.journal._header import node_decls
 from host.journal._journal import _verify_policy as verify_policy
 from host.journal._rules import check_event
 from host.journal._signing import check_signature, fingerprint
 from host.journal._state import ReplayState, authority_digest
+from host.journal._verify import event_members
 
 _VALIDATE_EVENT = JournalEvent.__pydantic_validator__.validate_python
 _HOST_ACTOR = "host"
@@ -298,13 +307,8 @@ def _audit(
     waits = {nid for nid, node in graph.nodes.items() if isinstance(node, WaitNode)}
     for position, line in enumerate(lines[1:], start=1):
         try:
-            members, digest = parse_line(line, position)
-            if members["record"] != "event":
-                raise error(
-                    ErrorCode.JOURNAL_MALFORMED_RECORD,
-                    "a header may only be the first record",
-                    path=at(position),
-                )
+            members, digest = event_members(line, position)
+            del members[DIGEST_KEY]
             chain.event(members["execution"], members["ordinal"], members["prior"], digest)
             _validate(members, position)
             check_event(state, members)

@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts._errors import ErrorCode, error
 from contracts._ids import NodeId
-from contracts._schema import validation_problem
+from contracts._schema import validation_problem, validator_for
 from contracts._spec import (
     ActionNode,
     ControlGraph,
@@ -60,6 +60,7 @@ class GraphRules:
             self.normal[nid] = succ
         self.terminal: Key | None = None
         """The terminal activation that ended the delivery, while it is current."""
+        self._validators: dict[int, tuple[Any, Any]] = {}
         self.completed_refs: dict[tuple[Key, str], str] = {}
         """``((node, activation), record kind) -> digest`` of every completion so far."""
 
@@ -239,8 +240,13 @@ class GraphRules:
         for port, schema in ports.items():
             self._schema(schema, value[port], f"{ident}.{port}", where)
 
-    @staticmethod
-    def _schema(schema: Any, value: Any, what: str, where: int) -> None:
+    def _schema(self, schema: Any, value: Any, what: str, where: int) -> None:
+        # One validator per schema object of the admitted graph (the graph outlives the audit).
+        validator = self._validators.get(id(schema))
+        if validator is None:
+            validator = self._validators[id(schema)] = (schema, validator_for(schema))
+        if validator[1].is_valid(value):
+            return
         problem = validation_problem(schema, value)
         if problem is not None:
             raise error(
