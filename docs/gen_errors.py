@@ -223,6 +223,8 @@ MEANINGS: dict[str, str] = {
     "node's admitted schema.",
     "AUDIT_APPROVAL_MISMATCH": "A wait's conduct or approval records disagree with the approvals "
     "its completion names.",
+    "AUDIT_RETIREMENT_MISMATCH": "A retired delivery's retirement fact names another delivery "
+    "or journal head.",
     # CodeClosure
     "GOAL_NOT_FOUND": "No goal with that id exists.",
     "GOAL_INVALID": "A goal document is malformed.",

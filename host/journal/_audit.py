@@ -92,6 +92,8 @@ class AuditReport:
     """Each wait resolution: node, activation, ordinal and who approved under which role."""
     directives: list[dict[str, Any]] = field(default_factory=list)
     """Every event asked for by someone other than the Host, outside wait resolutions."""
+    retirement: dict[str, Any] | None = None
+    """The retirement fact a retired delivery's bundle carries."""
 
     @property
     def ok(self) -> bool:
@@ -119,6 +121,7 @@ class AuditReport:
             "path": self.path,
             "waits": self.waits,
             "directives": self.directives,
+            "retirement": self.retirement,
         }
 
     def to_text(self) -> str:
@@ -142,6 +145,11 @@ class AuditReport:
                 f"directive at ordinal {item['ordinal']}: {item['transition']} of "
                 f"{item['node']}#{item['activation']} by {item['actor']}"
                 + (f" ({item['rationale']})" if item["rationale"] else "")
+            )
+        if self.retirement is not None:
+            lines.append(
+                f"retired by {self.retirement.get('actor')} under authorization "
+                f"{self.retirement.get('authorization')}"
             )
         for violation in self.violations:
             where = "" if violation.ordinal is None else f" at ordinal {violation.ordinal}"
@@ -193,7 +201,28 @@ def audit_bundle(
         bundle,
         all_violations,
     )
+    report.retirement = bundle.retirement
+    if bundle.retirement is not None and report.ok:
+        _check_retirement(report, bundle.retirement)
     return report
+
+
+def _check_retirement(report: AuditReport, fact: dict[str, Any]) -> None:
+    """A retirement fact names this delivery and the journal as it was when retired."""
+    journal = fact.get("journal")
+    stated = journal if isinstance(journal, dict) else {}
+    if (
+        fact.get("delivery") != report.delivery
+        or stated.get("head") != report.head
+        or stated.get("events") != report.events
+    ):
+        report.violations.append(
+            Violation(
+                ErrorCode.AUDIT_RETIREMENT_MISMATCH,
+                None,
+                "the retirement fact names another delivery or another journal head",
+            )
+        )
 
 
 def audit_journal(

@@ -457,6 +457,10 @@ def _forgeries(clean: dict[str, bytes]) -> dict[str, bytes]:
     )
     f.events.insert(i + 1, bound)
     out["forged-successor"] = f.bytes(cut=i + 1)
+
+    # Retirement: the fact was taken at another head (the journal was cut after it).
+    f = Forgery(clean["retired"])
+    out["forged-retirement"] = f.bytes(cut=len(f.events) - 2)
     return out
 
 
@@ -485,6 +489,7 @@ EXPECTED: dict[str, str] = {
     "forged-conduct.bundle": "AUDIT_APPROVAL_MISMATCH@24",
     "forged-partial-invalidation.bundle": "JOURNAL_PARTIAL_INVALIDATION@6",
     "forged-successor.bundle": "JOURNAL_BAD_SUCCESSOR@3",
+    "forged-retirement.bundle": "AUDIT_RETIREMENT_MISMATCH@None",
 }
 
 
