@@ -27,6 +27,7 @@ MEANINGS: dict[str, str] = {
     "forever; pass it on standard input with `-` instead.",
     "FILE_NOT_TEXT": "A document contains NUL bytes or is not UTF-8.",
     "FILE_EMPTY": "A document is empty or only whitespace.",
+    "FILE_NOT_WRITABLE": "An output path is a directory, or its folder is missing or not writable.",
     "PARSE_ERROR": "A document is not valid YAML/JSON, or holds a value JSON cannot (NaN, "
     "non-string keys, tags, merge keys).",
     "DOCUMENT_TOO_DEEP": "A document nests objects/arrays deeper than 64 levels.",
@@ -216,6 +217,40 @@ MEANINGS: dict[str, str] = {
     "JOURNAL_EMPTY": "The journal has no records.",
     "JOURNAL_CHECKPOINT_MISMATCH": "The journal head and the checkpoint disagree.",
     "JOURNAL_ACTIVATION_INVALID": "An event's activation number is out of sequence.",
+    # audit bundles and audits
+    "BUNDLE_MALFORMED": "An audit bundle's layout is wrong (meta line, counts, record lines, "
+    "trailer).",
+    "BUNDLE_NONCANONICAL": "A bundle line is not in canonical JSON (RFC 8785).",
+    "BUNDLE_DIGEST_MISMATCH": "A bundle's bytes do not match the digest in its trailer (a byte was "
+    "changed).",
+    "BUNDLE_UNSIGNED": "A trusted key was named but the bundle carries no signature.",
+    "BUNDLE_SIGNATURE_INVALID": "A bundle's signature is malformed, by another key, or does not "
+    "verify.",
+    "KEY_INVALID": "A key file is not a PEM Ed25519 key of the kind needed.",
+    "AUDIT_DELIVERY_INVALID": "A bundle's delivery document or policy is not a valid admitted "
+    "delivery.",
+    "AUDIT_HEADER_MISMATCH": "The journal header does not bind the delivery, graph, policy or node "
+    "declarations the audit derives.",
+    "AUDIT_UNDECLARED_EDGE": "A node ran over an edge of the wrong kind (a failure successor after "
+    "a success, or the reverse).",
+    "AUDIT_ROUTE_MISMATCH": "A successor ran that the route case of its predecessor's output does "
+    "not name.",
+    "AUDIT_BRANCH_UNSELECTED": "A parallel branch ran that its selection did not name.",
+    "AUDIT_SELECTION_INVALID": "A parallel selection is empty, undeclared, omits a required "
+    "branch, or differs from its select port.",
+    "AUDIT_BARRIER_MISMATCH": "A barrier fired after a set of branches other than the selected "
+    "one.",
+    "AUDIT_MAX_VISITS_EXCEEDED": "A node was visited more often than its max_visits.",
+    "AUDIT_AFTER_TERMINAL": "Work was recorded after a terminal ended the delivery.",
+    "AUDIT_RECORD_MISSING": "A completion lacks a record its node declares, or a referenced record "
+    "is absent from the bundle.",
+    "AUDIT_RECORD_DIGEST_MISMATCH": "A record in the bundle does not hash to its digest.",
+    "AUDIT_RECORD_SCHEMA_VIOLATION": "A recorded output or result does not validate against the "
+    "node's admitted schema.",
+    "AUDIT_APPROVAL_MISMATCH": "A wait's conduct or approval records disagree with the approvals "
+    "its completion names.",
+    "AUDIT_RETIREMENT_MISMATCH": "A retired delivery's retirement fact names another delivery "
+    "or journal head.",
     # CodeClosure
     "GOAL_NOT_FOUND": "No goal with that id exists.",
     "GOAL_INVALID": "A goal document is malformed.",

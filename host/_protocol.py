@@ -94,6 +94,13 @@ class CoordinatorHost(Protocol):
         """The delivery's journal as canonical lines, header first."""
         ...
 
+    def delivery_document(self, delivery_id: str) -> dict[str, Any]:
+        """The admitted delivery as stored (graph, input, authority, executors, nonce).
+
+        Read-only; also answers for a retired delivery, whose document is kept.
+        """
+        ...
+
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivery the Host's store holds."""
         ...

@@ -7,7 +7,9 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["contracts", "host", "runner", "execution_system"])
+@pytest.mark.parametrize(
+    "name", ["contracts", "host", "host.journal", "runner", "execution_system"]
+)
 def test_all_names_resolve_and_nothing_public_is_unlisted(name: str) -> None:
     module = importlib.import_module(name)
     exported = set(getattr(module, "__all__", []))

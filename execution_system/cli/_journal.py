@@ -1,4 +1,4 @@
-"""``execsys journal export`` and ``execsys journal verify``."""
+"""``execsys journal export`` and ``execsys journal verify`` (``audit``: see ``_audit``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from execution_system.cli._audit import bundle_bytes, register_audit
 from execution_system.cli._output import emit, emit_json, terminal_safe
 
 
@@ -19,6 +20,15 @@ def register(commands: Any) -> None:
     export = sub.add_parser("export", help="write the journal as canonical JSON Lines")
     export.add_argument("delivery", metavar="DELIVERY", help="delivery id")
     export.add_argument("--output", metavar="FILE", help="file to write (default: stdout)")
+    export.add_argument(
+        "--bundle",
+        action="store_true",
+        help="write an audit bundle: delivery document, policy, journal and records",
+    )
+    export.add_argument(
+        "--no-records", action="store_true", help="with --bundle: record digests only"
+    )
+    export.add_argument("--sign", metavar="KEYFILE", help="with --bundle: sign with this key")
     export.add_argument("--store", metavar="URL", help="store URL")
     export.add_argument("--config", metavar="FILE", help="runner config (unused here)")
     export.set_defaults(handler=_export)
@@ -30,6 +40,41 @@ def register(commands: Any) -> None:
     verify.add_argument("--config", metavar="FILE", help="runner config (unused here)")
     verify.add_argument("--json", action="store_true", help="print a JSON document")
     verify.set_defaults(handler=_verify)
+
+    register_audit(sub)
+
+
+def readable_file(path: Path) -> Path:
+    """Return ``path`` if it names a regular file; refuse a directory or a missing file."""
+    from contracts import ErrorCode, error
+
+    if path.is_dir():
+        raise error(ErrorCode.FILE_NOT_FOUND, "is a directory", path=str(path), expected="a file")
+    if not path.is_file():
+        raise error(ErrorCode.FILE_NOT_FOUND, "no such file", path=str(path))
+    return path
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``; a directory or an unwritable place is one coded refusal."""
+    from contracts import ErrorCode, error
+
+    if path.is_dir():
+        raise error(
+            ErrorCode.FILE_NOT_WRITABLE,
+            "is a directory",
+            path=str(path),
+            expected="a file path to write",
+        )
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise error(
+            ErrorCode.FILE_NOT_WRITABLE,
+            exc.strerror or type(exc).__name__,
+            path=str(path),
+            expected="a writable file path",
+        ) from None
 
 
 def _stored_lines(delivery: str, store: str | None) -> list[bytes]:
@@ -43,11 +88,27 @@ def _stored_lines(delivery: str, store: str | None) -> list[bytes]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    lines = _stored_lines(args.delivery, args.store)
-    data = b"".join(line + b"\n" for line in lines)
+    from contracts import ErrorCode, error
+
+    if not args.bundle and (args.no_records or args.sign):
+        raise error(
+            ErrorCode.USAGE,
+            "--no-records and --sign describe a bundle",
+            path="execsys journal export",
+            expected="--bundle",
+        )
+    if args.output and Path(args.output).is_dir():
+        write_output(Path(args.output), b"")  # refuses before any work is done
+    if args.bundle:
+        data = bundle_bytes(args.delivery, args.store, records=not args.no_records, sign=args.sign)
+        what = "a bundle"
+    else:
+        lines = _stored_lines(args.delivery, args.store)
+        data = b"".join(line + b"\n" for line in lines)
+        what = f"{len(lines) - 1} events and the header"
     if args.output:
-        Path(args.output).write_bytes(data)
-        emit(f"wrote {len(lines) - 1} events and the header to {args.output}")
+        write_output(Path(args.output), data)
+        emit(f"wrote {what} to {args.output}")
     else:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
@@ -66,9 +127,7 @@ def _verify(args: argparse.Namespace) -> int:
             expected="DELIVERY | --file FILE",
         )
     if args.file:
-        path = Path(args.file)
-        if not path.is_file():
-            raise error(ErrorCode.FILE_NOT_FOUND, "no such file", path=str(path))
+        path = readable_file(Path(args.file))
         where = str(path)
         # Journals are long by nature: streamed line by line, no document size bound.
         with path.open("rb") as handle:

@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``execsys`` parser."""
-    from execution_system.cli import _delivery, _demo, _goal, _graph, _journal, _operator
+    from execution_system.cli import _audit, _delivery, _demo, _goal, _graph, _journal, _operator
 
     parser = _Parser(
         prog="execsys",
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _graph.register(commands)
     _delivery.register(commands)
     _journal.register(commands)
+    _audit.register_keys(commands)
     _operator.register(commands)
     _goal.register(commands)
     _demo.register(commands)

@@ -33,6 +33,21 @@ class ChainCheck:
         """Events accepted so far."""
 
     @property
+    def execution(self) -> str:
+        """The execution every event must belong to."""
+        return self._execution
+
+    @property
+    def seen(self) -> dict[str, int]:
+        """Digest -> ordinal of every accepted record (a caller that checks inline adds to it)."""
+        return self._seen
+
+    def resume(self, head: Digest, count: int) -> None:
+        """Continue after ``count`` events a caller accepted inline, the last with ``head``."""
+        self._head = head
+        self.count = count
+
+    @property
     def head(self) -> Digest:
         """Digest of the last accepted record (the header's when there are no events)."""
         return self._head

@@ -352,6 +352,14 @@ class LangGraphHost:
             raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
         return self.store.journal_lines(delivery_id)
 
+    def delivery_document(self, delivery_id: str) -> dict[str, Any]:
+        """The admitted delivery's stored document (retired deliveries keep theirs)."""
+        row = self.store.delivery_row(delivery_id)
+        if row is None:
+            raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
+        document: dict[str, Any] = json.loads(row["document"])
+        return document
+
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivery in the store."""
         return list_report(self.store)

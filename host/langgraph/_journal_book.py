@@ -16,21 +16,17 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from contracts import AdmittedDelivery, Digest, WaitNode
+from contracts import AdmittedDelivery, Digest
 from contracts._journal import (
     ActivationRef,
     Actor,
     ActorKind,
-    ApprovalRequirement,
     JournalEvent,
     JournalHeader,
-    NodeDecl,
     NodeState,
     RecordRef,
-    TaskKind,
     Transition,
 )
-from contracts._topology import predecessors
 from host.journal import (
     AppendCommand,
     InvalidateCommand,
@@ -39,6 +35,7 @@ from host.journal import (
     decode_line,
 )
 from host.journal._codec import encode_record_with_digest
+from host.journal._header import node_decls
 from host.langgraph._store import Store
 
 
@@ -50,44 +47,12 @@ def journal_time() -> str:
 def build_header(delivery: AdmittedDelivery, created_by: str) -> JournalHeader:
     """The journal header binding a delivery's id, policy and graph."""
     graph = delivery.graph
-    preds = predecessors(graph)
-    failing: dict[str, list[str]] = {nid: [] for nid in graph.nodes}
-    for nid, node in graph.nodes.items():
-        target = getattr(node, "on_failure", None)
-        if target is not None:
-            failing[target].append(nid)
-    nodes = []
-    for nid, node in graph.nodes.items():
-        if isinstance(node, WaitNode):
-            requirement = ApprovalRequirement(
-                roles=node.authority.roles,
-                min_count=node.authority.min_count,
-                distinct_actors=node.authority.distinct_actors,
-            )
-            nodes.append(
-                NodeDecl(
-                    id=nid,
-                    task=TaskKind.HYBRID,
-                    upstream=tuple(sorted(preds[nid])),
-                    failure_upstream=tuple(sorted(failing[nid])),
-                    roles=node.authority.roles,
-                    approval=requirement,
-                )
-            )
-        else:
-            nodes.append(
-                NodeDecl(
-                    id=nid,
-                    upstream=tuple(sorted(preds[nid])),
-                    failure_upstream=tuple(sorted(failing[nid])),
-                )
-            )
     return JournalHeader(
         execution=delivery.delivery_id,
         authority=authority_digest(delivery.authority),
         graph=delivery.graph_digest,
         start=graph.start,
-        nodes=tuple(nodes),
+        nodes=node_decls(graph),
         created_by=Actor(id=created_by, kind=ActorKind.AUTOMATION),
         time=journal_time(),
     )

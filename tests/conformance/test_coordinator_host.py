@@ -14,12 +14,14 @@ from typing import Any
 import pytest
 
 from contracts import (
+    AdmittedDelivery,
     AuthorityPolicy,
     ErrorCode,
     ExecsysError,
     InvocationRequest,
     LangGraphHostConfig,
 )
+from contracts._canonical import canonical_bytes
 from host import OPERATIONS, CoordinatorHost, HostFactory
 from host.journal import verify_lines
 from runner import parse_result
@@ -119,6 +121,17 @@ def test_inspection_exposes_the_public_shape(host: CoordinatorHost) -> None:
     verdict = verify_lines(host.journal_lines(delivery.delivery_id))
     assert verdict.ok and verdict.head == view["journal"]["head"]
     assert [row["delivery"] for row in host.deliveries()] == [delivery.delivery_id]
+
+
+def test_the_admitted_document_reads_back_to_the_same_delivery(host: CoordinatorHost) -> None:
+    delivery = make_delivery(GRAPH, authority=POLICY)
+    asyncio.run(host.run(delivery))
+    document = host.delivery_document(delivery.delivery_id)
+    again = AdmittedDelivery.model_validate_json(canonical_bytes(document))
+    assert again.digest == delivery.digest
+    with pytest.raises(ExecsysError) as unknown:
+        host.delivery_document("d-000000000000000000000000")
+    assert unknown.value.code is ErrorCode.DELIVERY_NOT_FOUND
 
 
 def test_refusals_carry_their_codes_and_change_nothing(host: CoordinatorHost) -> None:

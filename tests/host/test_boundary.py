@@ -47,6 +47,7 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
         "status",
         "inspect",
         "journal_lines",
+        "delivery_document",
         "record",
         "deliveries",
         "close",
