@@ -475,7 +475,7 @@ EXPECTED: dict[str, str] = {
     "forged-dependency-gap.bundle": "JOURNAL_DEPENDENCY_GAP@15",
     "forged-failure-edge.bundle": "AUDIT_UNDECLARED_EDGE@3",
     "forged-route.bundle": "AUDIT_ROUTE_MISMATCH@6",
-    "forged-unselected-branch.bundle": "AUDIT_BRANCH_UNSELECTED@9",
+    "forged-unselected-branch.bundle": "AUDIT_BRANCH_UNSELECTED@8",
     "forged-selection.bundle": "AUDIT_SELECTION_INVALID@5",
     "forged-barrier.bundle": "AUDIT_BARRIER_MISMATCH@15",
     "forged-max-visits.bundle": "AUDIT_MAX_VISITS_EXCEEDED@6",

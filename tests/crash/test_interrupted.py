@@ -179,6 +179,8 @@ def test_a_killed_writing_attempt_leaves_nothing_behind(tmp_path: Path) -> None:
     assert turns == ["edit 1 1 1", "edit 1 2 1"], "each attempt ran once, the new one fresh"
     verified = json.loads(_cli(tmp_path, "journal", "verify", delivery, "--json").stdout)
     assert verified["ok"] is True
+    audited = _cli(tmp_path, "journal", "audit", delivery, "--json")
+    assert audited.returncode == 0, audited.stdout + audited.stderr
 
 
 @pytest.mark.slow

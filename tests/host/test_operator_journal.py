@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from contracts import ErrorCode, ExecsysError, InvocationRequest
-from host.journal import verify_lines
+from host.journal import audit_bundle, encode_bundle, verify_lines
 from tests.host.harness import graph_doc, make_delivery, reply
 
 HERE = Path(__file__).resolve().parent
@@ -74,6 +74,8 @@ def test_cancel_ends_the_open_activation_by_the_operator(harness: Any) -> None:
     assert "no longer needed" in events[-1]["error"]["message"]
     assert verify_lines(h.host.journal_lines(did)).ok
     assert h.host.inspect(did)["mismatches"] == []
+    bundle = encode_bundle(h.host.delivery_document(did), h.host.journal_lines(did), h.host.record)
+    assert audit_bundle(bundle).violations == []
     with pytest.raises(ExecsysError):
         asyncio.run(h.host.answer(did, correlation, 1))
     with pytest.raises(ExecsysError) as refused:
