@@ -81,6 +81,10 @@ class CoordinatorHost(Protocol):
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
         ...
 
+    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+        """The delivery as it was admitted: its graph, input and authority policy."""
+        ...
+
     def record(self, digest: str) -> Any:
         """A content-addressed record referenced by a journal event."""
         ...

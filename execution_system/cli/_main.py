@@ -32,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``execsys`` parser."""
-    from execution_system.cli import _delivery, _demo, _goal, _graph, _journal, _operator
+    from execution_system.cli import _delivery, _demo, _goal, _graph, _journal, _operator, _web
 
     parser = _Parser(
         prog="execsys",
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     _operator.register(commands)
     _goal.register(commands)
     _demo.register(commands)
+    _web.register(commands)
     return parser
 
 

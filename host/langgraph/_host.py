@@ -305,6 +305,10 @@ class LangGraphHost:
         report["mismatches"] = _operator.consistency(self, delivery_id)
         return report
 
+    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+        """The stored admitted delivery (read-only; refused once retired)."""
+        return self._delivery(delivery_id)
+
     def record(self, digest: str) -> Any:
         """A content-addressed record (a node's outputs, a selection, an approval)."""
         return self._load_record(digest)

@@ -46,6 +46,7 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
         "resolve",
         "status",
         "inspect",
+        "admitted",
         "journal_lines",
         "record",
         "deliveries",
