@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -36,8 +37,8 @@ def visible(value: Any) -> Any:
     """Show control and bidi-override characters as visible escapes (then HTML-escaped)."""
     if value is None:
         return ""
-    if not isinstance(value, str):
-        return value
+    if not isinstance(value, str) or isinstance(value, Markup):
+        return value  # Markup is ours (the SVG), already escaped
     return _CONTROL.sub(
         lambda m: (
             f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}"
@@ -226,10 +227,36 @@ def timeline(lines: list[bytes], limit: int = 500) -> list[dict[str, Any]]:
 
 
 async def delivery_page(request: Request, state: WebState, who: Principal) -> Response:
-    """One delivery: diagram, questions, waits, directives, timeline, verification."""
+    """One delivery: diagram, questions, waits, directives, timeline, verification.
+
+    A caller who may only see the delivery's status (an agent) gets the status and
+    its pending questions, nothing of the graph or the journal.
+    """
     delivery = str(request.path_params["delivery"])
-    who.require(Action.READ, delivery)
+    who.require(Action.STATUS, delivery)
+    if not who.may(Action.READ, delivery):
+        status = state.host.status(delivery)
+        brief = {
+            **status.public(),
+            "graph": status.graph,
+            "updated": status.updated,
+            "suspensions": [s.model_dump(mode="json") for s in status.suspensions],
+            "directives": [],
+        }
+        return page(
+            request,
+            "delivery.html",
+            report=brief,
+            view=None,
+            svg=None,
+            events=[],
+            notice=request.query_params.get("done"),
+        )
     report = state.host.inspect(delivery)
+    if report["status"] == "running":
+        # A running delivery whose runner died needs a directive; the Host refuses one
+        # (LEASE_HELD) while a live runner still drives it, so offering it is safe.
+        report["directives"] = [*report["directives"], "recover continue", "recover intervene"]
     verified = None
     if request.query_params.get("verify"):
         from host.journal import verify_lines
@@ -247,6 +274,7 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
         events=timeline(lines),
         verified=verified,
         notice=request.query_params.get("done"),
+        full=True,
     )
 
 

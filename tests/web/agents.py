@@ -15,3 +15,20 @@ async def ask(request: InvocationRequest) -> dict[str, Any]:
             "session": "s1",
         }
     return {"status": "completed", "output": {"answer": str(request.response)}}
+
+
+async def slow(request: InvocationRequest) -> dict[str, Any]:
+    """Hangs while its input's marker file exists (so a test can kill its runner mid-step)."""
+    import asyncio
+
+    for _ in range(20 * 600):  # at most ten minutes
+        if not _hanging(str(request.input.get("hang", ""))):
+            break
+        await asyncio.sleep(0.05)
+    return {"status": "completed", "output": {"done": True}}
+
+
+def _hanging(marker: str) -> bool:
+    from pathlib import Path
+
+    return bool(marker) and Path(marker).exists()

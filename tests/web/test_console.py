@@ -99,12 +99,17 @@ def test_a_form_without_its_csrf_token_is_refused(site: Site) -> None:
 def test_an_agent_answers_its_question_in_the_console(site: Site) -> None:
     did = site.secrets["first"]
     correlation = site.host.status(did).suspension.correlation
+    elsewhere = site.start()
 
-    # An agent may answer but not read the page; it answers through the form's endpoint.
+    # An agent sees its delivery's status and question, nothing of the graph or journal.
     async def answer(client: httpx.AsyncClient) -> None:
         await login(client, site.secrets["agent"])
         page = await client.get(f"/deliveries/{did}")
-        assert page.status_code == 403
+        assert page.status_code == 200
+        assert "which colour?" in page.text and "Timeline" not in page.text
+        assert "<svg" not in page.text
+        other = await client.get(f"/deliveries/{elsewhere}")
+        assert other.status_code == 403
         csrf = csrf_of(page.text)
         reply = await client.post(
             f"/deliveries/{did}/answer",
@@ -123,6 +128,7 @@ def test_a_viewer_sees_no_forms_and_is_refused_a_post(site: Site) -> None:
         await login(client, site.secrets["viewer"])
         html = (await client.get(f"/deliveries/{did}")).text
         assert "/resolve" not in html and "/directive" not in html
+        assert '<g class="node state-blocked kind-wait on-path">' in html  # the diagram, as SVG
         csrf = csrf_of(html)  # the logout form still carries one
         reply = await client.post(
             f"/deliveries/{did}/resolve",

@@ -7,6 +7,8 @@
   var url = "/api/v1/events" + (live === "list" ? "" : "?delivery=" + encodeURIComponent(live));
   var source = new EventSource(url);
   var pending = false;
+  // A submitted form is already navigating: a reload now would cancel its post.
+  document.addEventListener("submit", function () { pending = true; source.close(); });
   function busy() {
     var active = document.activeElement;
     return active && (active.tagName === "TEXTAREA" || active.tagName === "INPUT" || active.tagName === "SELECT");
