@@ -257,13 +257,16 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
         # A running delivery whose runner died needs a directive; the Host refuses one
         # (LEASE_HELD) while a live runner still drives it, so offering it is safe.
         report["directives"] = [*report["directives"], "recover continue", "recover intervene"]
+    retired = "retirement" in report
+    lines = state.host.journal_lines(delivery) if not retired else [b"{}"]
     verified = None
-    if request.query_params.get("verify"):
+    if request.query_params.get("verify") and not retired:
         from host.journal import verify_lines
 
-        verified = verify_lines(state.host.journal_lines(delivery)).to_json()
-    view = graph_view(state.host, delivery) if "retirement" not in report else None
-    lines = state.host.journal_lines(delivery) if view is not None else [b"{}"]
+        verified = verify_lines(lines).to_json()
+    view = (
+        None if retired else graph_view(state.host, delivery, states=report["nodes"], lines=lines)
+    )
     return page(
         request,
         "delivery.html",

@@ -62,12 +62,23 @@ def current_path(lines: list[bytes]) -> list[str]:
     return path
 
 
-def graph_view(host: CoordinatorHost, delivery: str) -> dict[str, Any]:
-    """Nodes with their states, edges, the path of the current round, parallel selections."""
+def graph_view(
+    host: CoordinatorHost,
+    delivery: str,
+    *,
+    states: dict[str, Any] | None = None,
+    lines: list[bytes] | None = None,
+) -> dict[str, Any]:
+    """Nodes with their states, edges, the path of the current round, parallel selections.
+
+    ``states`` (inspect's ``nodes``) and ``lines`` (the journal) may be passed in by a
+    caller that already read them.
+    """
     admitted = host.admitted(delivery)
     graph = admitted.graph
-    states = host.inspect(delivery)["nodes"]
-    path = current_path(host.journal_lines(delivery))
+    if states is None:
+        states = host.inspect(delivery)["nodes"]
+    path = current_path(lines if lines is not None else host.journal_lines(delivery))
     on_path = set(path)
     nodes = []
     parallels = []
