@@ -149,6 +149,7 @@ async def login(request: Request) -> Response:
     form = await read_form(request)
     entry = state.tokens.entries.get(hash_token(form.get("token", "").strip()))
     if entry is None:
+        audit(Principal("(anonymous)", "none", frozenset()), "login", "/login", "refused")
         response = page(
             request,
             "login.html",
