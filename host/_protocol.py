@@ -97,6 +97,22 @@ class CoordinatorHost(Protocol):
         """Every delivery the Host's store holds."""
         ...
 
+    def delivery_page(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> dict[str, Any]:
+        """One page of deliveries, latest change first: ``{"deliveries", "total"}``.
+
+        Rows are those of ``deliveries()`` plus ``changed`` (the last change as epoch
+        seconds); ``changed_since`` keeps only rows changed at or after that instant.
+        """
+        ...
+
     def close(self) -> None:
         """Release leases and storage."""
         ...

@@ -166,7 +166,7 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 async def _follow(host: Any, args: argparse.Namespace, feed_type: Any) -> int:
-    def listing() -> list[dict[str, Any]]:
+    def listing(since: float | None = None) -> list[dict[str, Any]]:
         report = host.status(args.delivery)
         return [
             {

@@ -140,16 +140,24 @@ def list_deliveries(state: WebState, request: Request) -> dict[str, Any]:
     attention_only = _flag(request, "needs-directive")
     limit = _int(request, "limit", 50, 1, MAX_PAGE)
     offset = _int(request, "cursor", 0, 0, 10**9)
-    rows = state.host.deliveries()
-    attention: dict[str, list[str]] | None = None
-    if attention_only is not None:
-        attention = {a["delivery"]: a["reasons"] for a in state.host.needs_directive()}
+    if attention_only is None:
+        # The common case, paged by the Host itself: no full listing.
+        found = state.host.delivery_page(limit=limit, offset=offset, status=status, graph=graph)
+        rows = [{k: v for k, v in r.items() if k != "changed"} for r in found["deliveries"]]
+        following = offset + limit if offset + limit < found["total"] else None
+        return {
+            "deliveries": rows,
+            "total": found["total"],
+            "next": str(following) if following is not None else None,
+            "needs_directive": [],
+        }
+    attention = {a["delivery"]: a["reasons"] for a in state.host.needs_directive()}
     selected = [
         row
-        for row in rows
+        for row in state.host.deliveries()
         if (status is None or row["status"] == status)
         and (graph is None or row["graph"] == graph)
-        and (attention is None or (row["delivery"] in attention) == attention_only)
+        and (row["delivery"] in attention) == attention_only
     ]
     page = selected[offset : offset + limit]
     following = offset + limit if offset + limit < len(selected) else None
@@ -157,7 +165,7 @@ def list_deliveries(state: WebState, request: Request) -> dict[str, Any]:
         "deliveries": page,
         "total": len(selected),
         "next": str(following) if following is not None else None,
-        "needs_directive": [{"delivery": d, "reasons": r} for d, r in (attention or {}).items()],
+        "needs_directive": [{"delivery": d, "reasons": r} for d, r in attention.items()],
     }
 
 

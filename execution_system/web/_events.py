@@ -1,7 +1,8 @@
 """Delivery status changes as a stream: the source of ``GET /events`` and ``execsys watch``.
 
-The feed polls the Host's public listing and compares each delivery's
-(status, outcome, updated) with what it saw last; a mutating API call pokes it
+The feed polls the Host's public listing for rows changed since shortly before
+the newest change it has seen, and compares each delivery's (status, outcome,
+last change) with what it saw last; a mutating API call pokes it
 so that its own changes go out at once. Polling the public API keeps the web
 layer off the Host's tables, and works for changes made by other processes.
 """
@@ -14,11 +15,16 @@ from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-Listing = Callable[[], list[dict[str, Any]]]
+Listing = Callable[[float | None], list[dict[str, Any]]]
+"""Rows changed at or after an instant (all rows for None), each with ``changed`` if known."""
+
+#: Re-read this far behind the newest change seen, so that a commit stamped just before
+#: an earlier poll's read, but visible only after it, is not missed.
+OVERLAP_S = 2.0
 
 
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row.get("status"), row.get("outcome"), row.get("updated"))
+    return (row.get("status"), row.get("outcome"), row.get("changed", row.get("updated")))
 
 
 class ChangeFeed:
@@ -28,6 +34,7 @@ class ChangeFeed:
         self._listing = listing
         self._interval_s = interval_s
         self._seen: dict[str, tuple[Any, ...]] | None = None
+        self._mark: float | None = None
         self._queues: set[asyncio.Queue[dict[str, Any]]] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -42,28 +49,33 @@ class ChangeFeed:
         self._wake.set()
 
     def poll(self) -> list[dict[str, Any]]:
-        """Compare the listing with the last one; return the changes (none the first time)."""
-        rows = self._listing()
-        current = {row["delivery"]: _key(row) for row in rows}
-        previous, self._seen = self._seen, current
-        if previous is None:
+        """Compare recent rows with what was seen; return the changes (none the first time)."""
+        since = None if self._seen is None or self._mark is None else self._mark - OVERLAP_S
+        rows = self._listing(since)
+        marks = [row["changed"] for row in rows if isinstance(row.get("changed"), int | float)]
+        if marks:
+            self._mark = max([*marks, self._mark or 0.0])
+        if self._seen is None:
+            self._seen = {row["delivery"]: _key(row) for row in rows}
             return []
         now = datetime.now(UTC).isoformat(timespec="milliseconds")
-        changes = [
-            {
-                "delivery": row["delivery"],
-                "graph": row.get("graph"),
-                "status": row["status"],
-                "outcome": row.get("outcome"),
-                "updated": row.get("updated"),
-                "previous": previous[row["delivery"]][0] if row["delivery"] in previous else None,
-                "seen": now,
-            }
-            for row in rows
-            if previous.get(row["delivery"]) != current[row["delivery"]]
-        ]
-        for gone in previous.keys() - current.keys():
-            changes.append({"delivery": gone, "status": "gone", "previous": previous[gone][0]})
+        changes = []
+        for row in rows:
+            previous = self._seen.get(row["delivery"])
+            if previous == _key(row):
+                continue
+            self._seen[row["delivery"]] = _key(row)
+            changes.append(
+                {
+                    "delivery": row["delivery"],
+                    "graph": row.get("graph"),
+                    "status": row["status"],
+                    "outcome": row.get("outcome"),
+                    "updated": row.get("updated"),
+                    "previous": previous[0] if previous else None,
+                    "seen": now,
+                }
+            )
         return changes
 
     async def _run(self) -> None:
@@ -81,6 +93,7 @@ class ChangeFeed:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         if self._task is None:
             self._seen = None
+            self._mark = None
             self.poll()  # the baseline: changes are relative to the moment of subscribing
         self._queues.add(queue)
         if self._task is None:

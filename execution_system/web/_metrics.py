@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter as Tally
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -23,12 +22,13 @@ class _StoreCollector(Collector):
         self._state = state
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        tally = Tally(row["status"] for row in self._state.host.deliveries())
+        host = self._state.host
         by_status = GaugeMetricFamily(
             "execsys_deliveries", "Deliveries in the store by status", labels=["status"]
         )
         for status in DeliveryStatus:
-            by_status.add_metric([status.value], tally.get(status.value, 0))
+            counted = host.delivery_page(limit=1, status=status.value)["total"]
+            by_status.add_metric([status.value], counted)
         yield by_status
         yield GaugeMetricFamily(
             "execsys_runners_alive", "Runner processes serving the store", value=1

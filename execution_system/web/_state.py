@@ -63,8 +63,13 @@ class WebState:
     poll_s: float = 0.25
 
     def __post_init__(self) -> None:
-        self.feed = ChangeFeed(self.host.deliveries, interval_s=self.poll_s)
+        self.feed = ChangeFeed(self._changed, interval_s=self.poll_s)
         self.metrics = WebMetrics(self)
+
+    def _changed(self, since: float | None) -> list[dict[str, Any]]:
+        page = self.host.delivery_page(limit=1_000_000, changed_since=since)
+        rows: list[dict[str, Any]] = page["deliveries"]
+        return rows
 
     # --- authentication ------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from host.langgraph._context import DeliveryContext
 from host.langgraph._journal_book import JournalBook
 from host.langgraph._lease import LeaseManager
 from host.langgraph._store import Store, connect
+from host.langgraph._views import _iso as iso_time
 from host.langgraph._views import derive_status, inspect_report, list_report, status_report
 
 RECURSION_LIMIT = 1_000_000
@@ -322,6 +323,24 @@ class LangGraphHost:
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivery in the store."""
         return list_report(self.store)
+
+    def delivery_page(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> dict[str, Any]:
+        """One page of the listing (read-only); see ``CoordinatorHost.delivery_page``."""
+        rows, total = self.store.page_deliveries(
+            limit=limit, offset=offset, status=status, graph=graph, changed_since=changed_since
+        )
+        listed = [
+            {**row, "updated": iso_time(row["updated"]), "changed": row["updated"]} for row in rows
+        ]
+        return {"deliveries": listed, "total": total}
 
     def close(self) -> None:
         """Release leases and close the store."""

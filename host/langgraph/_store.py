@@ -198,6 +198,37 @@ class Store:
             for d, g, s, o, u in rows
         ]
 
+    def page_deliveries(
+        self,
+        *,
+        limit: int,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One page of deliveries, latest change first, and how many match in all."""
+        where, params = [], []
+        for clause, value in (
+            ("status = ?", status),
+            ("graph = ?", graph),
+            ("updated >= ?", changed_since),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        condition = f" WHERE {' AND '.join(where)}" if where else ""
+        total = self.read(f"SELECT COUNT(*) FROM execsys_deliveries{condition}", tuple(params))
+        rows = self.read(
+            "SELECT delivery, graph, status, outcome, updated FROM execsys_deliveries"
+            f"{condition} ORDER BY updated DESC, delivery LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [
+            {"delivery": d, "graph": g, "status": s, "outcome": o, "updated": u}
+            for d, g, s, o, u in rows
+        ], int(total[0][0])
+
     @staticmethod
     def set_status(
         cur: sqlite3.Cursor,

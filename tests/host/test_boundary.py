@@ -50,6 +50,7 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
         "journal_lines",
         "record",
         "deliveries",
+        "delivery_page",
         "close",
         "stop",
         "recover",

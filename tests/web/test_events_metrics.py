@@ -19,17 +19,25 @@ EXECSYS = str(Path(sys.executable).with_name("execsys"))
 
 
 def test_the_feed_reports_changes_relative_to_subscribing() -> None:
-    rows = [{"delivery": "d-1", "graph": "g", "status": "running", "outcome": None, "updated": "1"}]
-    feed = ChangeFeed(lambda: [dict(r) for r in rows])
+    rows = [{"delivery": "d-1", "graph": "g", "status": "running", "outcome": None, "changed": 1.0}]
+    asked: list[float | None] = []
+
+    def listing(since: float | None) -> list[dict[str, object]]:
+        asked.append(since)
+        return [dict(r) for r in rows if since is None or float(r["changed"]) >= since]
+
+    feed = ChangeFeed(listing)
 
     async def main() -> list[dict[str, object]]:
         stream = feed.subscribe()
         first = asyncio.ensure_future(anext(stream))
         await asyncio.sleep(0)
-        rows[0].update(status="waiting", updated="2")
+        rows[0].update(status="waiting", changed=2.0)
         feed.poke()
         got = [await first]
-        rows.append({"delivery": "d-2", "graph": "g", "status": "queued", "outcome": None})
+        rows.append(
+            {"delivery": "d-2", "graph": "g", "status": "queued", "outcome": None, "changed": 9.0}
+        )
         feed.poke()
         got.append(await anext(stream))
         await stream.aclose()
@@ -42,6 +50,8 @@ def test_the_feed_reports_changes_relative_to_subscribing() -> None:
         ("d-2", "queued", None),
     ]
     assert feed.subscribers == 0
+    # After the baseline, only recent rows are asked for (a window behind the newest change).
+    assert asked[0] is None and all(a is not None and a >= 1.0 - 2.0 for a in asked[1:])
 
 
 def test_events_stream_a_status_change_made_through_the_api(site: Site) -> None:

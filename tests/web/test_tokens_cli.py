@@ -214,3 +214,17 @@ def test_openapi_lists_every_route(site: Site) -> None:
                     app_routes.add((method, path))
     app_routes.discard(("GET", "/openapi.json"))
     assert routes == app_routes
+
+
+def test_the_hosts_page_filters_by_change_time(site: Site) -> None:
+    first = site.host.delivery_page(limit=10)
+    assert first["total"] == 1 and first["deliveries"][0]["delivery"] == site.secrets["first"]
+    mark = first["deliveries"][0]["changed"]
+    later = site.waiting()
+    recent = site.host.delivery_page(limit=10, changed_since=mark + 1e-6)
+    assert [r["delivery"] for r in recent["deliveries"]] == [later]
+    assert site.host.delivery_page(limit=10, status="waiting")["total"] == 1
+    assert (
+        site.host.delivery_page(limit=1, offset=1)["deliveries"][0]["delivery"]
+        == first["deliveries"][0]["delivery"]
+    )
