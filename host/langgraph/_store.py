@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS execsys_deliveries (
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS execsys_deliveries_by_change ON execsys_deliveries (updated, delivery);
 CREATE TABLE IF NOT EXISTS execsys_records (
     digest TEXT PRIMARY KEY,
     body BLOB NOT NULL
@@ -221,7 +222,7 @@ class Store:
         total = self.read(f"SELECT COUNT(*) FROM execsys_deliveries{condition}", tuple(params))
         rows = self.read(
             "SELECT delivery, graph, status, outcome, updated FROM execsys_deliveries"
-            f"{condition} ORDER BY updated DESC, delivery LIMIT ? OFFSET ?",
+            f"{condition} ORDER BY updated DESC, delivery DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
         return [
