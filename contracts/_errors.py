@@ -240,6 +240,16 @@ class ErrorCode(StrEnum):
     CHECK_CANNOT_START = "CHECK_CANNOT_START"
     WORKER_EVENT_CONFLICT = "WORKER_EVENT_CONFLICT"
 
+    # --- HTTP API and console ------------------------------------------------------
+    AUTH_REQUIRED = "AUTH_REQUIRED"
+    AUTH_TOKEN_UNKNOWN = "AUTH_TOKEN_UNKNOWN"
+    AUTH_FORBIDDEN = "AUTH_FORBIDDEN"
+    CSRF_INVALID = "CSRF_INVALID"
+    TOKENS_INVALID = "TOKENS_INVALID"
+    WEB_LISTEN_REFUSED = "WEB_LISTEN_REFUSED"
+    WEB_NOT_FOUND = "WEB_NOT_FOUND"
+    WEB_METHOD_NOT_ALLOWED = "WEB_METHOD_NOT_ALLOWED"
+
     # --- last resort -------------------------------------------------------------
     INTERNAL = "INTERNAL"
 
@@ -269,6 +279,8 @@ _USAGE_CODES: frozenset[ErrorCode] = frozenset(
             "ENGINE_UNKNOWN",
             "GOAL_INVALID",
             "KEY_INVALID",
+            "TOKENS_INVALID",
+            "WEB_LISTEN_REFUSED",
         )
     )
 )

@@ -264,6 +264,16 @@ MEANINGS: dict[str, str] = {
     "PATCH_DOES_NOT_APPLY": "A patch does not apply to the workspace.",
     "CHECK_CANNOT_START": "A check could not be started.",
     "WORKER_EVENT_CONFLICT": "A worker event conflicts with one already recorded.",
+    # HTTP API and console
+    "AUTH_REQUIRED": "An HTTP request carries no bearer token or session (HTTP 401).",
+    "AUTH_TOKEN_UNKNOWN": "A bearer token or session is not in the tokens file (HTTP 401).",
+    "AUTH_FORBIDDEN": "The token's role may not do this, or not on this delivery (HTTP 403).",
+    "CSRF_INVALID": "A console form was posted without its session's CSRF token (HTTP 403).",
+    "TOKENS_INVALID": "The tokens file is malformed, or `web token add` got a bad role or scope.",
+    "WEB_LISTEN_REFUSED": "`execsys web` would listen beyond loopback without `--tokens`, or "
+    "`--listen` is not HOST:PORT.",
+    "WEB_NOT_FOUND": "No HTTP route has this path (HTTP 404).",
+    "WEB_METHOD_NOT_ALLOWED": "The HTTP route exists but not with this method (HTTP 405).",
     # last resort
     "INTERNAL": "An unexpected internal error (a bug); rerun with `EXECSYS_DEBUG=1`.",
 }

@@ -86,6 +86,10 @@ class CoordinatorHost(Protocol):
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
         ...
 
+    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+        """The delivery as it was admitted: its graph, input and authority policy."""
+        ...
+
     def record(self, digest: str) -> Any:
         """A content-addressed record referenced by a journal event."""
         ...
@@ -103,6 +107,22 @@ class CoordinatorHost(Protocol):
 
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivery the Host's store holds."""
+        ...
+
+    def delivery_page(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> dict[str, Any]:
+        """One page of deliveries, latest change first: ``{"deliveries", "total"}``.
+
+        Rows are those of ``deliveries()`` plus ``changed`` (the last change as epoch
+        seconds); ``changed_since`` keeps only rows changed at or after that instant.
+        """
         ...
 
     def close(self) -> None:

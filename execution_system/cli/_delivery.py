@@ -150,9 +150,18 @@ def _run(args: argparse.Namespace) -> int:
         operations=frozenset(OPERATIONS),
         nonce=nonce,
     )
+    from execution_system.cli._progress import follow, wanted
+
     runner = open_runner(args.store, cfg_path.parent.absolute() if cfg_path else spec.parent)
     try:
-        report = asyncio.run(runner.host.run(delivery, seed=args.seed))
+        report = asyncio.run(
+            follow(
+                runner.host,
+                delivery.delivery_id,
+                runner.host.run(delivery, seed=args.seed),
+                enabled=wanted(args.json),
+            )
+        )
     finally:
         runner.close()
     return print_status(report, args.json)
@@ -264,8 +273,17 @@ def _input(args: argparse.Namespace) -> int:
 
     response = load_document(args.response)
     runner = open_runner(args.store, Path(args.config).parent.absolute() if args.config else None)
+    from execution_system.cli._progress import follow, wanted
+
     try:
-        report = asyncio.run(runner.host.answer(args.delivery, args.correlation, response))
+        report = asyncio.run(
+            follow(
+                runner.host,
+                args.delivery,
+                runner.host.answer(args.delivery, args.correlation, response),
+                enabled=wanted(args.json),
+            )
+        )
     finally:
         runner.close()
     return print_status(report, args.json)
@@ -277,9 +295,16 @@ def _resolve(args: argparse.Namespace) -> int:
 
     result = load_document(args.result)
     runner = open_runner(args.store, Path(args.config).parent.absolute() if args.config else None)
+    from execution_system.cli._progress import follow, wanted
+
     try:
         report = asyncio.run(
-            runner.host.resolve(args.delivery, args.node, args.actor, args.role, result)
+            follow(
+                runner.host,
+                args.delivery,
+                runner.host.resolve(args.delivery, args.node, args.actor, args.role, result),
+                enabled=wanted(args.json),
+            )
         )
     finally:
         runner.close()

@@ -34,7 +34,16 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """Build the full ``execsys`` parser."""
-    from execution_system.cli import _audit, _delivery, _demo, _goal, _graph, _journal, _operator
+    from execution_system.cli import (
+        _audit,
+        _delivery,
+        _demo,
+        _goal,
+        _graph,
+        _journal,
+        _operator,
+        _web,
+    )
 
     parser = _Parser(
         prog="execsys",
@@ -49,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     _operator.register(commands)
     _goal.register(commands)
     _demo.register(commands)
+    _web.register(commands)
     return parser
 
 

@@ -68,12 +68,14 @@ def _actor(args: argparse.Namespace) -> str:
         return "operator"
 
 
-def _run(args: argparse.Namespace, call: Any) -> Any:
+def _run(args: argparse.Namespace, call: Any, *, progress: bool = False) -> Any:
     from execution_system._compose import open_runner
+    from execution_system.cli._progress import follow, wanted
 
     runner = open_runner(args.store)
     try:
-        return asyncio.run(call(runner.host))
+        enabled = progress and wanted(args.json)
+        return asyncio.run(follow(runner.host, args.delivery, call(runner.host), enabled=enabled))
     finally:
         runner.close()
 
@@ -122,6 +124,7 @@ def _recover(args: argparse.Namespace) -> int:
             fail=args.fail,
             savepoint=args.savepoint,
         ),
+        progress=True,
     )
     return print_status(report, args.json)
 

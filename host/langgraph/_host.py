@@ -41,6 +41,7 @@ from host.langgraph._views import (
     list_report,
     status_report,
 )
+from host.langgraph._views import _iso as iso_time
 
 RECURSION_LIMIT = 1_000_000
 """LangGraph's super-step bound; cycles are bounded by max_visits instead."""
@@ -342,6 +343,10 @@ class LangGraphHost:
         report["mismatches"] = _operator.consistency(self, delivery_id)
         return report
 
+    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+        """The stored admitted delivery (read-only; refused once retired)."""
+        return self._delivery(delivery_id)
+
     def record(self, digest: str) -> Any:
         """A content-addressed record (a node's outputs, a selection, an approval)."""
         return self._load_record(digest)
@@ -363,6 +368,24 @@ class LangGraphHost:
     def deliveries(self) -> list[dict[str, Any]]:
         """Every delivery in the store."""
         return list_report(self.store)
+
+    def delivery_page(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> dict[str, Any]:
+        """One page of the listing (read-only); see ``CoordinatorHost.delivery_page``."""
+        rows, total = self.store.page_deliveries(
+            limit=limit, offset=offset, status=status, graph=graph, changed_since=changed_since
+        )
+        listed = [
+            {**row, "updated": iso_time(row["updated"]), "changed": row["updated"]} for row in rows
+        ]
+        return {"deliveries": listed, "total": total}
 
     def close(self) -> None:
         """Release leases and close the store."""

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS execsys_deliveries (
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS execsys_deliveries_by_change ON execsys_deliveries (updated, delivery);
 CREATE TABLE IF NOT EXISTS execsys_records (
     digest TEXT PRIMARY KEY,
     body BLOB NOT NULL
@@ -225,6 +226,37 @@ class Store:
             {"delivery": d, "graph": g, "status": s, "outcome": o, "updated": u}
             for d, g, s, o, u in rows
         ]
+
+    def page_deliveries(
+        self,
+        *,
+        limit: int,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One page of deliveries, latest change first, and how many match in all."""
+        where, params = [], []
+        for clause, value in (
+            ("status = ?", status),
+            ("graph = ?", graph),
+            ("updated >= ?", changed_since),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        condition = f" WHERE {' AND '.join(where)}" if where else ""
+        total = self.read(f"SELECT COUNT(*) FROM execsys_deliveries{condition}", tuple(params))
+        rows = self.read(
+            "SELECT delivery, graph, status, outcome, updated FROM execsys_deliveries"
+            f"{condition} ORDER BY updated DESC, delivery DESC LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [
+            {"delivery": d, "graph": g, "status": s, "outcome": o, "updated": u}
+            for d, g, s, o, u in rows
+        ], int(total[0][0])
 
     @staticmethod
     def set_status(
