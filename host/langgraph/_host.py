@@ -30,7 +30,7 @@ from host._operations import Operation
 from host.langgraph import _operator
 from host.langgraph._context import DeliveryContext
 from host.langgraph._journal_book import JournalBook
-from host.langgraph._lease import LeaseManager, fenced, holder_name
+from host.langgraph._lease import FencedCustody, LeaseManager, fenced, holder_name
 from host.langgraph._store import Store, connect
 from host.langgraph._views import derive_status, inspect_report, list_report, status_report
 
@@ -354,7 +354,7 @@ class LangGraphHost:
         return DeliveryContext(
             delivery=delivery,
             info=info,
-            custody=self.custody,
+            custody=FencedCustody(self.custody, self.leases),
             invoker=self.invoker,
             operations=self.operations,
             load_record=self._load_record,

@@ -34,7 +34,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from contracts import ErrorCode, ExecsysError, error
+from contracts import (
+    Custody,
+    CustodyPreview,
+    CustodyVerdict,
+    DeliveryId,
+    ErrorCode,
+    ExecsysError,
+    ExecutionSite,
+    RestoreResult,
+    SavepointId,
+    SavepointInfo,
+    SignedCapability,
+    WorkspaceMode,
+    error,
+)
 from host.langgraph._store import Store
 
 MIN_RENEW_S = 0.01
@@ -275,6 +289,13 @@ class LeaseManager:
             state = "held"
         return {"state": state, "holder": holder, "token": token, "expires": expires or None}
 
+    def check(self, delivery: str) -> None:
+        """Raise ``LEASE_FENCED`` unless we still hold the delivery's lease (a read)."""
+        rows = self.store.read("SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,))
+        token = self._held.get(delivery)
+        if token is None or not rows or int(rows[0][0]) != token:
+            raise fenced(delivery, rows[0][0] if rows else None)
+
     def is_free(self, delivery: str) -> bool:
         """Whether nobody holds a live lease on the delivery now (a probe, not a grant)."""
         return bool(self.state(delivery)["state"] != "held")
@@ -288,3 +309,67 @@ class LeaseManager:
                 self._beacon_path(self.holder).unlink()
             os.close(self._beacon)
             self._beacon = None
+
+
+class FencedCustody:
+    """Custody as a lease holder may use it: no custody write once the lease is lost.
+
+    Custody keeps its own files, outside the store's transactions, so the token
+    cannot fence its writes. Checking the lease right before each one leaves
+    only the instant between check and write, instead of the whole hang of a
+    stale holder (whose executor's reply may be handled before its first
+    renewal notices the takeover).
+    """
+
+    def __init__(self, custody: Custody, leases: LeaseManager) -> None:
+        self.custody = custody
+        self.leases = leases
+
+    def open(self, delivery: DeliveryId, seed: str | None = None) -> SavepointId:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        return self.custody.open(delivery, seed)
+
+    def workspace(self, delivery: DeliveryId) -> str:
+        """Delegate."""
+        return self.custody.workspace(delivery)
+
+    def head(self, delivery: DeliveryId) -> SavepointId:
+        """Delegate."""
+        return self.custody.head(delivery)
+
+    def issue(
+        self,
+        site: ExecutionSite,
+        mode: WorkspaceMode,
+        paths: tuple[str, ...] = (),
+        ttl_s: float = 3600.0,
+        *,
+        protected: tuple[str, ...] = (),
+    ) -> SignedCapability:
+        """Delegate."""
+        return self.custody.issue(site, mode, paths, ttl_s, protected=protected)
+
+    def validate(self, preview: CustodyPreview) -> CustodyVerdict:
+        """Delegate (checked first: an accepted verdict records a savepoint)."""
+        self.leases.check(preview.site.delivery)
+        return self.custody.validate(preview)
+
+    def advance(self, delivery: DeliveryId, savepoint: SavepointId) -> None:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        self.custody.advance(delivery, savepoint)
+
+    def restore(self, delivery: DeliveryId, savepoint: SavepointId) -> RestoreResult:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        return self.custody.restore(delivery, savepoint)
+
+    def savepoints(self, delivery: DeliveryId) -> list[SavepointInfo]:
+        """Delegate."""
+        return self.custody.savepoints(delivery)
+
+    def retire(self, delivery: DeliveryId) -> None:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        self.custody.retire(delivery)

@@ -191,13 +191,15 @@ def _take_over(stale: Any, fresh: Any, delivery: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "write", ["intervention", "stopped", "cancelled", "clear-stop", "retire", "checkpoint"]
+    "write",
+    ["intervention", "stopped", "cancelled", "clear-stop", "retire", "checkpoint", "custody"],
 )
 def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> None:
     import asyncio
 
     from contracts import ExecsysError
     from host.langgraph import _operator
+    from host.langgraph._lease import FencedCustody
 
     first, second, delivery = _two_hosts(tmp_path)
     did = delivery.delivery_id
@@ -211,7 +213,9 @@ def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> N
             "clear-stop": lambda: _operator.clear_stop(first.host, did),
             "retire": lambda: asyncio.run(_operator._retire_locked(first.host, did, "t", "me")),
             "checkpoint": lambda: asyncio.run(first.host.invalidate(did, "a", reason="late")),
+            "custody": lambda: FencedCustody(first.custody, first.host.leases).advance(did, "sp"),
         }
+        head = first.custody.head(did)
         if write == "checkpoint":
             # A whole operation: its lease grant is refused while the new holder lives.
             with pytest.raises(ExecsysError) as held:
@@ -228,6 +232,7 @@ def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> N
         assert fenced.value.code.value == "LEASE_FENCED"
         after = (first.host.store.delivery_row(did), first.host.store.journal_lines(did))
         assert after == before, "nothing of the refused write was applied"
+        assert first.custody.head(did) == head
         assert first.host.store.read("SELECT count(*) FROM execsys_retirements") == [(0,)]
     finally:
         second.close()
