@@ -133,8 +133,7 @@ class LeaseManager:
         except BlockingIOError:
             return False
         else:
-            with contextlib.suppress(OSError):
-                path.unlink()  # a dead holder's beacon is garbage now
+            # Kept: the file is the evidence for every lease the dead holder left.
             fcntl.flock(fd, fcntl.LOCK_UN)
             return True
         finally:
@@ -184,7 +183,8 @@ class LeaseManager:
                 (delivery,),
             ).fetchone()
             now = time.time()
-            if row is not None and float(row[2]) > now and not self._gone(str(row[0])):
+            gone = row is not None and self._gone(str(row[0]))
+            if row is not None and float(row[2]) > now and not gone:
                 return None
             token = (int(row[1]) if row else 0) + 1
             cur.execute(
@@ -193,6 +193,15 @@ class LeaseManager:
                 "holder = excluded.holder, token = excluded.token, expires = excluded.expires",
                 (delivery, self.holder, token, now + self.ttl_s),
             )
+            if (
+                gone
+                and not cur.execute(
+                    "SELECT 1 FROM execsys_leases WHERE holder = ? LIMIT 1", (row[0],)
+                ).fetchone()
+            ):
+                # No lease names the dead holder any more: its beacon is garbage.
+                with contextlib.suppress(OSError):
+                    self._beacon_path(str(row[0])).unlink()
         return token
 
     def renew(self, delivery: str) -> bool:

@@ -126,6 +126,9 @@ def test_a_killed_holder_does_not_lock_the_operator_out(tmp_path: Path) -> None:
     assert held.value.code.value == "LEASE_HELD"
     holder.send_signal(signal.SIGKILL)
     holder.communicate()
+    # A probe (what 'execsys status' does) must not use up the evidence of death.
+    assert mine.state("d-x")["state"] == "gone"
+    assert mine.state("d-x")["state"] == "gone"
     started = time.monotonic()
     assert mine.acquire("d-x", wait_s=5) == 2, "a new token fences the dead holder"
     assert time.monotonic() - started < 1.0
