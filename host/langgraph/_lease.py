@@ -177,7 +177,7 @@ class LeaseManager:
         return token
 
     def _grant(self, delivery: str) -> int | None:
-        with self.store.transaction() as cur:
+        with self._lease_write() as cur:
             row = cur.execute(
                 "SELECT holder, token, expires FROM execsys_leases WHERE delivery = ?",
                 (delivery,),
@@ -215,7 +215,7 @@ class LeaseManager:
             if token is None:
                 return True  # released: nothing to renew
             try:
-                with self.store.transaction() as cur:
+                with self._lease_write() as cur:
                     changed = cur.execute(
                         "UPDATE execsys_leases SET expires = ? "
                         "WHERE delivery = ? AND token = ? AND holder = ?",
@@ -245,6 +245,32 @@ class LeaseManager:
         return self._held.get(delivery)
 
     @contextlib.contextmanager
+    def _lease_write(self) -> Iterator[sqlite3.Cursor]:
+        """A write transaction of the lease row alone, committed without an fsync.
+
+        Visibility to other processes is immediate (WAL); only a power loss can
+        undo such a commit, and it kills every holder with it. A grant that a
+        power loss undid was never used: the first fenced write under its
+        token (an fsynced commit) makes every earlier commit durable too.
+        """
+        with self.store.lock:
+            conn = self.store.conn
+            previous = conn.execute("PRAGMA synchronous").fetchone()[0]
+            conn.execute("PRAGMA synchronous=NORMAL")
+            cur = conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                yield cur
+            except BaseException:
+                conn.rollback()
+                raise
+            else:
+                conn.commit()
+            finally:
+                cur.close()
+                conn.execute(f"PRAGMA synchronous={int(previous)}")
+
+    @contextlib.contextmanager
     def transaction(self, delivery: str) -> Iterator[sqlite3.Cursor]:
         """A store write transaction that first proves we still hold the lease."""
         with self.store.transaction() as cur:
@@ -264,7 +290,7 @@ class LeaseManager:
             token = self._held.pop(delivery, None)
             if token is None:
                 return
-            with contextlib.suppress(sqlite3.Error), self.store.transaction() as cur:
+            with contextlib.suppress(sqlite3.Error), self._lease_write() as cur:
                 cur.execute(
                     "UPDATE execsys_leases SET expires = 0 "
                     "WHERE delivery = ? AND token = ? AND holder = ?",
