@@ -2,13 +2,14 @@
 
 Each round starts ``execsys run`` with ``--lease-ttl TTL`` on a step whose
 executor works until released, SIGSTOPs the runner (at a moment it holds no
-store transaction), runs ``execsys stop`` from a second process, then SIGCONTs
+store transaction), lets a rival take the lease once it expires and
+``execsys stop`` record the stop, then SIGCONTs
 the first runner and waits for its ``LEASE_FENCED`` line. Figures per round:
 
 * takeover after expiry: from the frozen runner's lease expiry (its last
-  renewal + TTL, read with ``inspect``) to the moment ``stop`` had recorded the
-  takeover (its process exited); includes ``stop``'s process start-up when that
-  outlasts the TTL;
+  renewal + TTL, read from its row) to the grant of a rival that was
+  already waiting for the lease (then released, so that ``execsys stop``
+  takes the delivery over and records the stop);
 * fenced after resume: from SIGCONT to the frozen runner's ``LEASE_FENCED`` line;
 * exit after resume: from SIGCONT to that runner's exit.
 
@@ -30,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from host.langgraph._lease import LeaseManager, holder_name  # noqa: E402
+from host.langgraph._store import Store, connect  # noqa: E402
 from tests.host import test_lease_expiry as scenes  # noqa: E402
 
 
@@ -39,9 +42,16 @@ def one_round(ttl: str) -> tuple[float, float, float]:
     scene = scenes.Scene(tmp)
     runner, delivery = scene.start_held_run(ttl)
     scenes.freeze(runner, tmp / "state.db")
-    expires = float(scene.json("inspect", delivery)["lease"]["expires"])
-    stopped = scene.execsys("stop", delivery, "--lease-ttl", ttl, "--wait", "60", "--json")
+    # A rival already waiting for the lease: how soon after the expiry is it granted?
+    store = Store(connect(tmp / "state.db"))
+    rival = LeaseManager(store, tmp / "locks", holder_name("bench"), float(ttl))
+    expires = float(rival.state(delivery)["expires"])
+    assert expires > time.time(), "the lease expired before the rival started waiting"
+    rival.acquire(delivery, wait_s=60)
     taken = time.time()
+    rival.close()
+    store.conn.close()
+    stopped = scene.execsys("stop", delivery, "--lease-ttl", ttl, "--wait", "60", "--json")
     assert json.loads(stopped.stdout)["status"] == "stopped", stopped.stderr
     scene.hold.unlink()
     resumed = time.monotonic()
