@@ -121,12 +121,35 @@ def config_path(flag: str | None, spec: Path | None) -> Path | None:
     return None
 
 
+def lease_ttl_s(flag: str | None) -> float | None:
+    """``--lease-ttl``, else ``EXECSYS_LEASE_TTL``, else None (the configured default)."""
+    if flag is not None:
+        where, raw = "--lease-ttl", flag
+    else:
+        where, raw = "EXECSYS_LEASE_TTL", os.environ.get("EXECSYS_LEASE_TTL", "")
+        if raw == "":
+            return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 3600:  # also refuses nan and inf
+        raise error(
+            ErrorCode.CONFIG_INVALID,
+            f"lease TTL {raw!r} is not a number of seconds in range",
+            path=where,
+            expected="seconds, more than 0 and at most 3600",
+        )
+    return value
+
+
 def open_runner(
     store: str | None,
     executors_dir: Path | None = None,
     operations: Mapping[str, Operation] | None = None,
     *,
     read_only: bool = False,
+    lease_ttl: str | None = None,
 ) -> Runner:
     """Create the Runner on the configured store, with file custody beside it.
 
@@ -134,6 +157,9 @@ def open_runner(
     and neither it nor the folders beside it are created or written.
     """
     config = factory_config(store, read_only=read_only)
+    ttl = lease_ttl_s(lease_ttl)
+    if ttl is not None:
+        config = config.model_copy(update={"lease_ttl_s": ttl})
     custody = FileCustody(data_dir(config) / "custody")
     if operations is None:
         # Every store may hold CodeClosure deliveries; their operations are always known.

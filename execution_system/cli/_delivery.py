@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import ExecsysError
+from execution_system.cli._options import add_lease_ttl
 from execution_system.cli._output import emit, emit_json, terminal_safe
 
 
@@ -36,6 +37,7 @@ def register(commands: Any) -> None:
         help="idempotency key: the same spec, input and key name the same delivery",
     )
     _store(run)
+    add_lease_ttl(run)
     run.set_defaults(handler=_run)
 
     status = commands.add_parser("status", help="one delivery's status, or all deliveries")
@@ -53,6 +55,7 @@ def register(commands: Any) -> None:
     answer.add_argument("--correlation", required=True, metavar="ID", help="the question's id")
     answer.add_argument("--response", required=True, metavar="FILE", help="answer (file or -)")
     _store(answer)
+    add_lease_ttl(answer)
     answer.set_defaults(handler=_input)
 
     resolve = commands.add_parser("resolve", help="resolve a pending workflow wait")
@@ -62,6 +65,7 @@ def register(commands: Any) -> None:
     resolve.add_argument("--role", required=True, metavar="ROLE", help="under which role")
     resolve.add_argument("--result", required=True, metavar="FILE", help="result (file or -)")
     _store(resolve)
+    add_lease_ttl(resolve)
     resolve.set_defaults(handler=_resolve)
 
 
@@ -129,12 +133,14 @@ def _run(args: argparse.Namespace) -> int:
     from execution_system._compose import (
         config_path,
         factory_config,
+        lease_ttl_s,
         load_runner_config,
         open_runner,
     )
     from host import OPERATIONS
 
     factory_config(args.store)  # a malformed store URL is reported before anything else
+    lease_ttl_s(args.lease_ttl)  # so is a malformed lease TTL
     spec = Path(args.spec)
     graph = load_graph(spec, operations=frozenset(OPERATIONS))
     value = load_document(args.input) if args.input else {}
@@ -152,7 +158,11 @@ def _run(args: argparse.Namespace) -> int:
     )
     from execution_system.cli._progress import follow, wanted
 
-    runner = open_runner(args.store, cfg_path.parent.absolute() if cfg_path else spec.parent)
+    runner = open_runner(
+        args.store,
+        cfg_path.parent.absolute() if cfg_path else spec.parent,
+        lease_ttl=args.lease_ttl,
+    )
     try:
         report = asyncio.run(
             follow(
@@ -272,7 +282,11 @@ def _input(args: argparse.Namespace) -> int:
     from execution_system._compose import open_runner
 
     response = load_document(args.response)
-    runner = open_runner(args.store, Path(args.config).parent.absolute() if args.config else None)
+    runner = open_runner(
+        args.store,
+        Path(args.config).parent.absolute() if args.config else None,
+        lease_ttl=args.lease_ttl,
+    )
     from execution_system.cli._progress import follow, wanted
 
     try:
@@ -294,7 +308,11 @@ def _resolve(args: argparse.Namespace) -> int:
     from execution_system._compose import open_runner
 
     result = load_document(args.result)
-    runner = open_runner(args.store, Path(args.config).parent.absolute() if args.config else None)
+    runner = open_runner(
+        args.store,
+        Path(args.config).parent.absolute() if args.config else None,
+        lease_ttl=args.lease_ttl,
+    )
     from execution_system.cli._progress import follow, wanted
 
     try:

@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Any
 
+from execution_system.cli._options import add_lease_ttl
 from execution_system.cli._output import emit, emit_json
 
 DEFAULT_CHECK = f"tests={shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
@@ -94,6 +95,7 @@ def register(commands: Any) -> None:
         else:
             command.add_argument("--reason", required=True, metavar="TEXT", help="why")
         _common(command)
+        add_lease_ttl(command)
         command.set_defaults(handler=_lifecycle, action=name)
 
     status = sub.add_parser("status", help="phase, run status, attempt, generation, decision")
@@ -115,7 +117,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _runtime(args: argparse.Namespace) -> Any:
     from execution_system.codeclosure import GoalRuntime
 
-    return GoalRuntime(args.store)
+    return GoalRuntime(args.store, lease_ttl=getattr(args, "lease_ttl", None))
 
 
 def _create(args: argparse.Namespace) -> int:

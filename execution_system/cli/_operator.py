@@ -7,6 +7,7 @@ import asyncio
 import getpass
 from typing import Any
 
+from execution_system.cli._options import add_lease_ttl
 from execution_system.cli._output import emit, emit_json
 
 
@@ -16,6 +17,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="runner config (executor bindings)")
     parser.add_argument("--actor", metavar="NAME", help="who acts (default: the OS user)")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
+    add_lease_ttl(parser)
 
 
 def register(commands: Any) -> None:
@@ -72,7 +74,7 @@ def _run(args: argparse.Namespace, call: Any, *, progress: bool = False) -> Any:
     from execution_system._compose import open_runner
     from execution_system.cli._progress import follow, wanted
 
-    runner = open_runner(args.store)
+    runner = open_runner(args.store, lease_ttl=args.lease_ttl)
     try:
         enabled = progress and wanted(args.json)
         return asyncio.run(follow(runner.host, args.delivery, call(runner.host), enabled=enabled))

@@ -32,7 +32,7 @@ def _operator() -> str:
 class GoalRuntime:
     """Goals and their deliveries on one store."""
 
-    def __init__(self, store: str | None = None) -> None:
+    def __init__(self, store: str | None = None, *, lease_ttl: str | None = None) -> None:
         config = factory_config(store)
         raw = sqlite_path(config.store)
         if raw is None:
@@ -43,7 +43,7 @@ class GoalRuntime:
                 expected="sqlite:///PATH",
             )
         self.goals = GoalStore(Path(raw).absolute())
-        self.runner = open_runner(store, operations=OPERATIONS)
+        self.runner = open_runner(store, operations=OPERATIONS, lease_ttl=lease_ttl)
         self.host: Any = self.runner.host
 
     def close(self) -> None:

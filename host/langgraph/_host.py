@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ from host._operations import Operation
 from host.langgraph import _operator
 from host.langgraph._context import DeliveryContext, StepWriter
 from host.langgraph._journal_book import JournalBook
-from host.langgraph._lease import LeaseManager
+from host.langgraph._lease import FencedCustody, LeaseManager, fenced, holder_name
 from host.langgraph._store import Store, connect
 from host.langgraph._views import (
     ORPHANED_DIRECTIVES,
@@ -97,12 +96,16 @@ class LangGraphHost:
         self.invoker = invoker
         self.operations = dict(operations)
         self.journals = JournalBook(self.store)
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self.leases = LeaseManager(self.store, data_dir / "locks", self.holder, lease_ttl_s)
+        self.holder = holder_name(uuid.uuid4().hex[:12])
+        self.leases = LeaseManager(
+            self.store, data_dir / "locks", self.holder, lease_ttl_s, on_lost=self._lease_lost
+        )
         self._engine: tuple[Any, Any] | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._active: dict[str, DeliveryContext] = {}
         """Deliveries this process is driving now, by id (a stop reaches them directly)."""
+        self._runs: dict[str, asyncio.Future[Any]] = {}
+        """The graph run driving each active delivery (a lost lease cancels it)."""
         self._records: OrderedDict[str, Any] = OrderedDict()
 
     # --- engine (lazy: importing LangGraph costs most of a second) -----------------------
@@ -190,7 +193,7 @@ class LangGraphHost:
             token = self.leases.acquire(did)
             try:
                 head = await asyncio.to_thread(self.custody.open, delivery.delivery_id, seed)
-                with self.store.transaction() as cur:
+                with self.leases.transaction(did) as cur:
                     self.store.insert_delivery(
                         cur,
                         did,
@@ -332,11 +335,15 @@ class LangGraphHost:
         report = inspect_report(self.store, delivery_id)
         active = report.pop("active")
         report["interrupted"] = []
-        if report["status"] == "running" and self.leases.is_free(delivery_id):
-            # Nobody drives it: whatever is active was interrupted with its runner.
+        report["lease"] = self.leases.state(delivery_id)
+        if report["status"] == "running" and report["lease"]["state"] != "held":
+            # Its runner died or stopped renewing mid-step: whatever is active was
+            # interrupted with it, and only a directive moves the delivery.
             why = "its runner stopped before the attempt's result committed"
             report["interrupted"] = [{**a, "reason": why} for a in active]
-            report["needs_directive"] = _operator.ORPHANED
+            report["needs_directive"] = (
+                _operator.HUNG if report["lease"]["state"] == "expired" else _operator.ORPHANED
+            )
             report["directives"] = list(ORPHANED_DIRECTIVES)
         report["custody"]["head"] = _operator.custody_head(self, delivery_id)
         report["savepoints"] = self.store.savepoint_checkpoints(delivery_id)
@@ -413,7 +420,7 @@ class LangGraphHost:
         return DeliveryContext(
             delivery=delivery,
             info=info,
-            custody=self.custody,
+            custody=FencedCustody(self.custody, self.leases),
             invoker=self.invoker,
             operations=self.operations,
             load_record=self._load_record,
@@ -448,30 +455,48 @@ class LangGraphHost:
         ctx = ctx or self._context(delivery)
         self._active[did] = ctx
         watcher = asyncio.ensure_future(self._watch_stop(did, ctx))
+        run = asyncio.ensure_future(
+            graph.ainvoke(first, self._config(delivery, ctx), durability="sync")
+        )
+        self._runs[did] = run
         try:
-            await graph.ainvoke(first, self._config(delivery, ctx), durability="sync")
+            await run
+        except asyncio.CancelledError:
+            if not self.leases.lost(did):
+                raise
+            self.journals.forget(did)
+            raise fenced(did, self.leases.state(did)["token"]) from None
         except Exception as exc:
             self.journals.forget(did)
             from host.langgraph._errors import substrate_error
 
             failure = substrate_error(exc, did)
+            if self.leases.lost(did):
+                raise fenced(did, self.leases.state(did)["token"]) from exc
             if failure.code is not ErrorCode.LEASE_FENCED:
                 # Nothing of the failed step committed; say so where operators look.
                 self._mark_intervention(did, f"{failure.code.value}: {failure.message}")
             raise failure from exc
         finally:
             watcher.cancel()
+            self._runs.pop(did, None)
             self._active.pop(did, None)
             saver.tokens.pop(did, None)
             self.journals.release(did)
         if ctx.stop_reason == "stop":
             _operator.clear_stop(self, did)
 
+    def _lease_lost(self, delivery_id: str) -> None:
+        """A renewal found the lease taken over: stop driving at once, write nothing more."""
+        run = self._runs.get(delivery_id)
+        if run is not None:
+            run.cancel()
+
     def _mark_intervention(self, delivery_id: str, message: str) -> None:
         row = self.store.delivery_row(delivery_id)
         if row is None:
             return
-        with self.store.transaction() as cur:
+        with self.leases.transaction(delivery_id) as cur:
             self.store.set_status(
                 cur,
                 delivery_id,

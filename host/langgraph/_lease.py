@@ -1,119 +1,409 @@
-"""One writer per delivery: an OS file lock plus a fencing token in the store.
+"""One writer per delivery: a lease row with an expiry and a fencing token.
 
-On one machine the ``flock`` is the lease: the kernel drops it when its holder
-dies (even by SIGKILL), so a crashed runner never locks an operator out. The
-token, incremented on every acquisition and checked inside every checkpoint
-transaction, fences off a holder that lost its lease but still tries to write
-(the cross-machine case, where a lease row with an expiry takes the lock's
-place). ``flock`` is used rather than ``fcntl`` record locks, which a process
-loses when it closes *any* descriptor of the file.
+The row in ``execsys_leases`` (holder, token, expires) is the authority, and it
+works wherever the store is shared. A grant happens in one write transaction:
+it succeeds when there is no row, when the row's lease has expired or was
+released, or when its holder is known to be dead; every grant increments the
+token. The holder renews the expiry every TTL/3 while it holds the lease. A
+holder that stops renewing (hung, SIGSTOPped, partitioned) loses the lease once
+the TTL passes; its later writes are refused inside their transaction because
+:func:`check_token` finds a newer token (``LEASE_FENCED``), and a renewal that
+finds the token changed tells the Host to stop driving at once.
+
+A ``flock`` survives only as a local liveness hint: each lease manager holds an
+exclusive lock on its own *beacon* file for its lifetime. When the row names a
+holder on this machine whose beacon can be locked, that holder's process is
+gone (the kernel drops a flock when its holder dies, even by SIGKILL), so its
+lease is taken over at once instead of after the TTL. The hint can only make a
+takeover earlier, never let two writers commit: the token still fences the old
+holder. See ``docs/decisions/0070-leases-expire.md``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import fcntl
+import hashlib
 import os
+import socket
+import sqlite3
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from contracts import ErrorCode, error
+from contracts import (
+    Custody,
+    CustodyPreview,
+    CustodyVerdict,
+    DeliveryId,
+    ErrorCode,
+    ExecsysError,
+    ExecutionSite,
+    RestoreResult,
+    SavepointId,
+    SavepointInfo,
+    SignedCapability,
+    WorkspaceMode,
+    error,
+)
 from host.langgraph._store import Store
+
+MIN_RENEW_S = 0.01
+"""Shortest renewal interval, whatever the TTL."""
+
+
+def holder_name(tag: str) -> str:
+    """A holder identity: ``host:pid:tag`` (the host part decides whether the hint applies)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{tag}"
+
+
+def fenced(delivery: str, found: Any) -> ExecsysError:
+    """The error of a write whose holder no longer owns the delivery."""
+    return error(
+        ErrorCode.LEASE_FENCED,
+        "this runner lost the delivery's lease to another holder; nothing more of it is written",
+        path=delivery,
+        expected=f"the current lease (fencing token {found if found is not None else '?'})",
+    )
+
+
+def check_token(cur: sqlite3.Cursor, delivery: str, token: int | None) -> None:
+    """Refuse the write in progress on ``cur`` unless ``token`` is the delivery's current one."""
+    row = cur.execute("SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,)).fetchone()
+    if token is None or row is None or int(row[0]) != token:
+        raise fenced(delivery, row[0] if row else None)
 
 
 class LeaseManager:
-    """Acquires and releases per-delivery leases for one Host instance."""
+    """Grants, renews and releases per-delivery leases for one Host instance."""
 
-    def __init__(self, store: Store, lock_dir: Path, holder: str, ttl_s: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        lock_dir: Path,
+        holder: str,
+        ttl_s: float,
+        on_lost: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
         self.lock_dir = lock_dir
         self.holder = holder
         self.ttl_s = ttl_s
-        self._fds: dict[str, int] = {}
+        self.on_lost = on_lost
+        """Called (on the event loop) when a renewal finds the lease taken over."""
+        self._held: dict[str, int] = {}
+        """delivery -> the token this manager holds."""
+        self._lost: set[str] = set()
+        self._renewers: dict[str, asyncio.Task[None]] = {}
+        self._mutex = threading.Lock()
+        """Orders renewals against release: nothing renews a lease after it is given back."""
+        self._beacon: int | None = None
 
-    def acquire(self, delivery: str, *, wait_s: float = 0.0) -> int:
-        """Take the delivery's lease (waiting up to ``wait_s``); return the fencing token."""
-        if delivery in self._fds:
-            raise error(
-                ErrorCode.LEASE_HELD,
-                "this Host already drives the delivery",
-                path=delivery,
-                expected="one operation at a time per delivery",
-            )
-        # Created on first use: a read-only Host (status, inspect) never creates folders.
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_dir / f"{delivery}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise error(
-                        ErrorCode.LEASE_HELD,
-                        "another runner is driving this delivery",
-                        path=delivery,
-                        expected="the other runner to finish, or 'execsys stop'",
-                    ) from None
-                time.sleep(0.01)
-        try:
-            known = self.store.read(
-                "SELECT holder, token FROM execsys_leases WHERE delivery = ?", (delivery,)
-            )
-            if known and known[0][0] == self.holder:
-                # Ours already: a token changes only when ownership changes hands.
-                self._fds[delivery] = fd
-                return int(known[0][1])
-            with self.store.transaction() as cur:
-                row = cur.execute(
-                    "SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,)
-                ).fetchone()
-                token = (int(row[0]) if row else 0) + 1
-                cur.execute(
-                    "INSERT INTO execsys_leases (delivery, holder, token, expires) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT(delivery) DO UPDATE SET "
-                    "holder = excluded.holder, token = excluded.token, expires = excluded.expires",
-                    (delivery, self.holder, token, time.time() + self.ttl_s),
-                )
-        except BaseException:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-            raise
-        self._fds[delivery] = fd
-        return token
+    # --- the liveness hint ------------------------------------------------------------
 
-    def is_free(self, delivery: str) -> bool:
-        """Whether no process holds the delivery's lock right now (a probe, not a lease)."""
-        if delivery in self._fds:
+    def _beacon_path(self, holder: str) -> Path:
+        name = hashlib.sha256(holder.encode()).hexdigest()[:24]
+        return self.lock_dir / "holders" / f"{name}.lock"
+
+    def _light_beacon(self) -> None:
+        """Lock our beacon before any row names us (so 'unlocked' always means 'gone')."""
+        if self._beacon is not None:
+            return
+        path = self._beacon_path(self.holder)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._beacon = fd
+
+    def _gone(self, holder: str) -> bool:
+        """Whether ``holder`` is a process of this machine that no longer runs."""
+        if holder.rsplit(":", 2)[0] != socket.gethostname() or holder == self.holder:
             return False
-        path = self.lock_dir / f"{delivery}.lock"
-        if not path.exists():
-            return True
-        fd = os.open(path, os.O_RDONLY)  # flock needs no write access: a read-only store probes too
+        path = self._beacon_path(holder)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            return False  # no beacon here: only the expiry can tell
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
         else:
+            # Kept: the file is the evidence for every lease the dead holder left.
             fcntl.flock(fd, fcntl.LOCK_UN)
             return True
         finally:
             os.close(fd)
 
-    def release(self, delivery: str) -> None:
-        """Give the lease back (the token stays, so a late write by us is still fenced).
+    # --- grant, renew, release ---------------------------------------------------------
 
-        On one machine the lock is the lease, so releasing it writes nothing: the
-        row's expiry matters only to holders on other machines, which renew it.
+    def acquire(self, delivery: str, *, wait_s: float = 0.0) -> int:
+        """Take the delivery's lease (waiting up to ``wait_s``); return the new fencing token.
+
+        Called from a running event loop, it also starts the renewal task that
+        keeps the lease alive until :meth:`release`.
         """
-        fd = self._fds.pop(delivery, None)
-        if fd is None:
-            return
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        self._light_beacon()
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._mutex:
+                if delivery in self._held:
+                    raise error(
+                        ErrorCode.LEASE_HELD,
+                        "this Host already drives the delivery",
+                        path=delivery,
+                        expected="one operation at a time per delivery",
+                    )
+                token = self._grant(delivery)
+                if token is not None:
+                    self._held[delivery] = token
+                    self._lost.discard(delivery)
+                    break
+            if time.monotonic() >= deadline:
+                raise error(
+                    ErrorCode.LEASE_HELD,
+                    "another runner holds this delivery's lease",
+                    path=delivery,
+                    expected="the other runner to finish, its lease to expire, or 'execsys stop'",
+                )
+            time.sleep(0.01)
+        with contextlib.suppress(RuntimeError):  # no running loop: nobody to renew for
+            loop = asyncio.get_running_loop()
+            self._renewers[delivery] = loop.create_task(self._keep(delivery, token))
+        return token
+
+    def _grant(self, delivery: str) -> int | None:
+        with self._lease_write() as cur:
+            row = cur.execute(
+                "SELECT holder, token, expires FROM execsys_leases WHERE delivery = ?",
+                (delivery,),
+            ).fetchone()
+            now = time.time()
+            gone = row is not None and self._gone(str(row[0]))
+            if row is not None and float(row[2]) > now and not gone:
+                return None
+            token = (int(row[1]) if row else 0) + 1
+            cur.execute(
+                "INSERT INTO execsys_leases (delivery, holder, token, expires) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT(delivery) DO UPDATE SET "
+                "holder = excluded.holder, token = excluded.token, expires = excluded.expires",
+                (delivery, self.holder, token, now + self.ttl_s),
+            )
+            if (
+                gone
+                and not cur.execute(
+                    "SELECT 1 FROM execsys_leases WHERE holder = ? LIMIT 1", (row[0],)
+                ).fetchone()
+            ):
+                # No lease names the dead holder any more: its beacon is garbage.
+                with contextlib.suppress(OSError):
+                    self._beacon_path(str(row[0])).unlink()
+        return token
+
+    def renew(self, delivery: str) -> bool:
+        """Push the expiry one TTL ahead; False if the lease was taken over meanwhile.
+
+        An expired lease nobody took is still ours (its token is unchanged), so
+        it is renewed too. A store error is not a loss: the next renewal retries.
+        """
+        with self._mutex:
+            token = self._held.get(delivery)
+            if token is None:
+                return True  # released: nothing to renew
+            try:
+                with self._lease_write() as cur:
+                    changed = cur.execute(
+                        "UPDATE execsys_leases SET expires = ? "
+                        "WHERE delivery = ? AND token = ? AND holder = ?",
+                        (time.time() + self.ttl_s, delivery, token, self.holder),
+                    ).rowcount
+            except sqlite3.Error:
+                return True
+            if changed == 0:
+                self._lost.add(delivery)
+            return changed == 1
+
+    async def _keep(self, delivery: str, token: int) -> None:
+        interval = max(self.ttl_s / 3, MIN_RENEW_S)
+        while self._held.get(delivery) == token:
+            await asyncio.sleep(interval)
+            if not await asyncio.to_thread(self.renew, delivery):
+                if self.on_lost is not None:
+                    self.on_lost(delivery)
+                return
+
+    def lost(self, delivery: str) -> bool:
+        """Whether a renewal found the delivery's lease taken over by another holder."""
+        return delivery in self._lost
+
+    def token(self, delivery: str) -> int | None:
+        """The token this manager holds for ``delivery``, if any."""
+        return self._held.get(delivery)
+
+    @contextlib.contextmanager
+    def _lease_write(self) -> Iterator[sqlite3.Cursor]:
+        """A write transaction of the lease row alone, committed without an fsync.
+
+        Visibility to other processes is immediate (WAL); only a power loss can
+        undo such a commit, and it kills every holder with it. A grant that a
+        power loss undid was never used: the first fenced write under its
+        token (an fsynced commit) makes every earlier commit durable too.
+        """
+        with self.store.lock:
+            conn = self.store.conn
+            previous = conn.execute("PRAGMA synchronous").fetchone()[0]
+            conn.execute("PRAGMA synchronous=NORMAL")
+            cur = conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                yield cur
+            except BaseException:
+                conn.rollback()
+                raise
+            else:
+                conn.commit()
+            finally:
+                cur.close()
+                conn.execute(f"PRAGMA synchronous={int(previous)}")
+
+    @contextlib.contextmanager
+    def transaction(self, delivery: str) -> Iterator[sqlite3.Cursor]:
+        """A store write transaction that first proves we still hold the lease."""
+        with self.store.transaction() as cur:
+            check_token(cur, delivery, self._held.get(delivery))
+            yield cur
+
+    def release(self, delivery: str) -> None:
+        """Give the lease back: the next acquirer need not wait for the expiry.
+
+        The token stays, so a late write by us is still fenced; a lease already
+        taken over is left alone.
+        """
+        renewer = self._renewers.pop(delivery, None)
+        if renewer is not None:
+            renewer.cancel()
+        with self._mutex:
+            token = self._held.pop(delivery, None)
+            if token is None:
+                return
+            with contextlib.suppress(sqlite3.Error), self._lease_write() as cur:
+                cur.execute(
+                    "UPDATE execsys_leases SET expires = 0 "
+                    "WHERE delivery = ? AND token = ? AND holder = ?",
+                    (delivery, token, self.holder),
+                )
+
+    # --- views ---------------------------------------------------------------------------
+
+    def state(self, delivery: str) -> dict[str, Any]:
+        """The lease as others see it: holder, token, expiry and whether it is live.
+
+        ``state`` is ``held`` (a live holder), ``expired`` (its holder stopped
+        renewing), ``gone`` (its holder's process on this machine is dead),
+        ``released`` or ``free`` (never granted).
+        """
+        rows = self.store.read(
+            "SELECT holder, token, expires FROM execsys_leases WHERE delivery = ?", (delivery,)
+        )
+        if not rows:
+            return {"state": "free", "holder": None, "token": 0, "expires": None}
+        holder, token, expires = str(rows[0][0]), int(rows[0][1]), float(rows[0][2])
+        if self._held.get(delivery) == token:
+            state = "held"
+        elif expires == 0:
+            state = "released"
+        elif expires <= time.time():
+            state = "expired"
+        elif self._gone(holder):
+            state = "gone"
+        else:
+            state = "held"
+        return {"state": state, "holder": holder, "token": token, "expires": expires or None}
+
+    def check(self, delivery: str) -> None:
+        """Raise ``LEASE_FENCED`` unless we still hold the delivery's lease (a read)."""
+        rows = self.store.read("SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,))
+        token = self._held.get(delivery)
+        if token is None or not rows or int(rows[0][0]) != token:
+            raise fenced(delivery, rows[0][0] if rows else None)
+
+    def is_free(self, delivery: str) -> bool:
+        """Whether nobody holds a live lease on the delivery now (a probe, not a grant)."""
+        return bool(self.state(delivery)["state"] != "held")
 
     def close(self) -> None:
-        """Release every lease this instance holds."""
-        for delivery in list(self._fds):
+        """Release every lease this instance holds, then put out the beacon."""
+        for delivery in list(self._held):
             self.release(delivery)
+        if self._beacon is not None:
+            with contextlib.suppress(OSError):
+                self._beacon_path(self.holder).unlink()
+            os.close(self._beacon)
+            self._beacon = None
+
+
+class FencedCustody:
+    """Custody as a lease holder may use it: no custody write once the lease is lost.
+
+    Custody keeps its own files, outside the store's transactions, so the token
+    cannot fence its writes. Checking the lease right before each one leaves
+    only the instant between check and write, instead of the whole hang of a
+    stale holder (whose executor's reply may be handled before its first
+    renewal notices the takeover).
+    """
+
+    def __init__(self, custody: Custody, leases: LeaseManager) -> None:
+        self.custody = custody
+        self.leases = leases
+
+    def open(self, delivery: DeliveryId, seed: str | None = None) -> SavepointId:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        return self.custody.open(delivery, seed)
+
+    def workspace(self, delivery: DeliveryId) -> str:
+        """Delegate."""
+        return self.custody.workspace(delivery)
+
+    def head(self, delivery: DeliveryId) -> SavepointId:
+        """Delegate."""
+        return self.custody.head(delivery)
+
+    def issue(
+        self,
+        site: ExecutionSite,
+        mode: WorkspaceMode,
+        paths: tuple[str, ...] = (),
+        ttl_s: float = 3600.0,
+        *,
+        protected: tuple[str, ...] = (),
+    ) -> SignedCapability:
+        """Delegate."""
+        return self.custody.issue(site, mode, paths, ttl_s, protected=protected)
+
+    def validate(self, preview: CustodyPreview) -> CustodyVerdict:
+        """Delegate (checked first: an accepted verdict records a savepoint)."""
+        self.leases.check(preview.site.delivery)
+        return self.custody.validate(preview)
+
+    def advance(self, delivery: DeliveryId, savepoint: SavepointId) -> None:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        self.custody.advance(delivery, savepoint)
+
+    def restore(self, delivery: DeliveryId, savepoint: SavepointId) -> RestoreResult:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        return self.custody.restore(delivery, savepoint)
+
+    def savepoints(self, delivery: DeliveryId) -> list[SavepointInfo]:
+        """Delegate."""
+        return self.custody.savepoints(delivery)
+
+    def retire(self, delivery: DeliveryId) -> None:
+        """Delegate (checked first)."""
+        self.leases.check(delivery)
+        self.custody.retire(delivery)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 _NOT_STOPPABLE = {"completed", "failed", "cancelled", "retired"}
 ORPHANED = "its runner is gone (crashed or killed) in the middle of a step"
+HUNG = "its runner stopped renewing its lease (hung?) in the middle of a step"
 
 
 async def stop(
@@ -42,6 +43,7 @@ async def stop(
         )
     if report.status.value == "stopped":
         return report
+    # A request, not a holder's write: whoever holds the lease honours it (unfenced).
     with host.store.transaction() as cur:
         cur.execute(
             "INSERT OR REPLACE INTO execsys_stops (delivery, requested, actor) VALUES (?, ?, ?)",
@@ -53,19 +55,38 @@ async def stop(
         active.stop_request = {"actor": actor, "reason": reason}
         active.stop_reason = "stop"
         active.stop.set()
-    if active is not None or not host.leases.is_free(delivery_id):
         return await _await_stopped(host, delivery_id, wait_s)
+    deadline = time.monotonic() + wait_s
+    while True:
+        # Nobody drives it, or its driver died or stopped renewing: take the lease
+        # (the old holder's late writes are fenced) and record the stop.
+        stopped = _stop_undriven(host, delivery_id, actor, report.status.value, reason)
+        if stopped is not None:
+            return stopped
+        current = host.status(delivery_id)
+        if current.status.value != "running" or time.monotonic() >= deadline:
+            return current
+        await asyncio.sleep(0.05)
+
+
+def _stop_undriven(
+    host: LangGraphHost, delivery_id: str, actor: str, was: str, reason: str
+) -> StatusReport | None:
+    """Mark the delivery stopped if its lease can be had now; None if a live holder has it."""
+    if not host.leases.is_free(delivery_id):
+        return None
     try:
         host.leases.acquire(delivery_id)
     except ExecsysError as held:
         if held.code is not ErrorCode.LEASE_HELD:
             raise
-        return await _await_stopped(host, delivery_id, wait_s)
+        return None
     try:
-        # Nobody drives it: no executor is running, so nothing to interrupt; the
-        # stop is recorded on the delivery and only a directive continues it.
-        why = f": {reason}" if reason else ""
-        _mark_stopped(host, delivery_id, f"stopped by {actor} while {report.status.value}{why}")
+        # No executor of ours is running, so nothing to interrupt; the stop is
+        # recorded on the delivery and only a directive continues it.
+        if host.status(delivery_id).status.value not in _NOT_STOPPABLE | {"stopped"}:
+            why = f": {reason}" if reason else ""
+            _mark_stopped(host, delivery_id, f"stopped by {actor} while {was}{why}")
     finally:
         host.leases.release(delivery_id)
     return host.status(delivery_id)
@@ -75,7 +96,7 @@ def _mark_stopped(host: LangGraphHost, delivery_id: str, message: str) -> None:
     row = host.store.delivery_row(delivery_id)
     assert row is not None
     detail = {**row["detail"], "message": message, "stopped_from": row["status"]}
-    with host.store.transaction() as cur:
+    with host.leases.transaction(delivery_id) as cur:
         host.store.set_status(
             cur, delivery_id, "stopped", ErrorCode.STOP_REQUESTED.value, detail, None
         )
@@ -108,7 +129,7 @@ def stop_request(host: LangGraphHost, delivery_id: str) -> dict[str, str] | None
 
 def clear_stop(host: LangGraphHost, delivery_id: str) -> None:
     """Forget a stop request (it was honoured, or a directive overrides it)."""
-    with host.store.transaction() as cur:
+    with host.leases.transaction(delivery_id) as cur:
         cur.execute("DELETE FROM execsys_stops WHERE delivery = ?", (delivery_id,))
 
 
@@ -149,7 +170,10 @@ def needs_directive(host: LangGraphHost) -> list[dict[str, Any]]:
     for row in host.store.list_deliveries():
         delivery, status = row["delivery"], row["status"]
         reasons = []
-        if status == "running" and host.leases.is_free(delivery):
+        lease = host.leases.state(delivery)["state"] if status == "running" else "held"
+        if lease == "expired":
+            reasons.append(HUNG)
+        elif lease != "held":
             reasons.append(ORPHANED)
         if status == "intervention":
             detail = (host.store.delivery_row(delivery) or {}).get("detail", {})
@@ -380,7 +404,7 @@ async def retire(
 async def _retire_locked(
     host: LangGraphHost, delivery_id: str, authorization: str, actor: str
 ) -> dict[str, Any]:
-    with host.store.transaction() as cur:
+    with host.leases.transaction(delivery_id) as cur:
         known = cur.execute(
             "SELECT authorization, fact FROM execsys_retirements WHERE delivery = ?",
             (delivery_id,),

@@ -69,7 +69,7 @@ async def restart_from_savepoint(
         message = f"restore of savepoint {savepoint} is uncertain: " + ", ".join(
             restored.differences[:3]
         )
-        with host.store.transaction() as cur:
+        with host.leases.transaction(did) as cur:
             host.store.set_status(
                 cur,
                 did,

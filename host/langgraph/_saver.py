@@ -28,10 +28,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from contracts import ErrorCode, canonical_bytes, error
+from contracts import canonical_bytes
 from host import _faults
 from host.langgraph._async_saver import SyncBackedSaver
 from host.langgraph._journal_book import JournalBook
+from host.langgraph._lease import check_token
 from host.langgraph._store import Store
 
 StatusDeriver = Callable[[dict[str, Any], bool], tuple[str, str | None, dict[str, Any]]]
@@ -189,14 +190,4 @@ class HostSaver(SyncBackedSaver):
         _faults.boundary("put_writes", "after")
 
     def _fence(self, cur: Any, delivery: str) -> None:
-        token = self.tokens.get(delivery)
-        row = cur.execute(
-            "SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,)
-        ).fetchone()
-        if token is None or row is None or int(row[0]) != token:
-            raise error(
-                ErrorCode.LEASE_FENCED,
-                "this runner no longer owns the delivery; its write was refused",
-                path=delivery,
-                expected=f"fencing token {row[0] if row else '?'}",
-            )
+        check_token(cur, delivery, self.tokens.get(delivery))

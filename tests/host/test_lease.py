@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,7 +103,8 @@ def test_a_killed_holder_does_not_lock_the_operator_out(tmp_path: Path) -> None:
             from host.langgraph._lease import LeaseManager
             from host.langgraph._store import Store, connect
             store = Store(connect(Path({str(tmp_path / "s.db")!r}))); store.setup()
-            leases = LeaseManager(store, Path({str(tmp_path / "locks")!r}), "victim", 3600)
+            from host.langgraph._lease import holder_name
+            leases = LeaseManager(store, Path({str(tmp_path / "locks")!r}), holder_name("v"), 3600)
             print(leases.acquire("d-x"), flush=True)
             time.sleep(600)
         """),
@@ -124,6 +126,9 @@ def test_a_killed_holder_does_not_lock_the_operator_out(tmp_path: Path) -> None:
     assert held.value.code.value == "LEASE_HELD"
     holder.send_signal(signal.SIGKILL)
     holder.communicate()
+    # A probe (what 'execsys status' does) must not use up the evidence of death.
+    assert mine.state("d-x")["state"] == "gone"
+    assert mine.state("d-x")["state"] == "gone"
     started = time.monotonic()
     assert mine.acquire("d-x", wait_s=5) == 2, "a new token fences the dead holder"
     assert time.monotonic() - started < 1.0
@@ -156,3 +161,148 @@ def test_a_fenced_writer_commits_nothing(tmp_path: Path) -> None:
     assert db.execute("SELECT count(*) FROM execsys_journal").fetchone()[0] == events_before
     store.conn.close()
     db.close()
+
+
+def _two_hosts(tmp_path: Path) -> tuple[Any, Any, Any]:
+    from tests.host.harness import Harness, make_delivery, reply
+
+    async def done(request: Any) -> Any:
+        return reply({"ok": True})
+
+    doc = {
+        "spec": "execution-system/v1",
+        "graph": "t",
+        "start": "a",
+        "nodes": {
+            "a": {"kind": "action", "executor": "e", "outputs": {"ok": {"type": "boolean"}},
+                  "next": "z"},
+            "z": {"kind": "terminal", "outcome": "succeeded"},
+        },
+    }  # fmt: skip
+    first, second = Harness(tmp_path, {"e": done}), Harness(tmp_path, {"e": done})
+    delivery = make_delivery(doc)
+    assert first.run(delivery).status.value == "completed"
+    return first, second, delivery
+
+
+def _take_over(stale: Any, fresh: Any, delivery: str) -> None:
+    """``stale`` holds the lease and stops renewing; ``fresh`` takes it once it expires."""
+    stale.leases.ttl_s = 0.05
+    assert stale.leases.acquire(delivery) >= 1
+    time.sleep(0.1)
+    fresh.leases.acquire(delivery, wait_s=5)
+
+
+@pytest.mark.parametrize(
+    "write",
+    ["intervention", "stopped", "cancelled", "clear-stop", "retire", "checkpoint", "custody"],
+)
+def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> None:
+    import asyncio
+
+    from contracts import ExecsysError
+    from host.langgraph import _operator
+    from host.langgraph._lease import FencedCustody
+
+    first, second, delivery = _two_hosts(tmp_path)
+    did = delivery.delivery_id
+    try:
+        _take_over(first.host, second.host, did)
+        before = (first.host.store.delivery_row(did), first.host.store.journal_lines(did))
+        attempts = {
+            "intervention": lambda: first.host._mark_intervention(did, "late"),
+            "stopped": lambda: _operator._mark_stopped(first.host, did, "late"),
+            "cancelled": lambda: _operator._mark_cancelled(first.host, did, "me", "late"),
+            "clear-stop": lambda: _operator.clear_stop(first.host, did),
+            "retire": lambda: asyncio.run(_operator._retire_locked(first.host, did, "t", "me")),
+            "checkpoint": lambda: asyncio.run(first.host.invalidate(did, "a", reason="late")),
+            "custody": lambda: FencedCustody(first.custody, first.host.leases).advance(did, "sp"),
+        }
+        head = first.custody.head(did)
+        if write == "checkpoint":
+            # A whole operation: its lease grant is refused while the new holder lives.
+            with pytest.raises(ExecsysError) as held:
+                attempts[write]()
+            assert held.value.code.value == "LEASE_HELD"
+            saver, _ = first.host.engine()
+            saver.tokens[did] = first.host.leases.token(did)
+            config = {"configurable": {"thread_id": did, "checkpoint_ns": ""}}
+            with pytest.raises(ExecsysError) as fenced:
+                saver.put(config, {"id": "late", "channel_values": {}}, {}, {})
+        else:
+            with pytest.raises(ExecsysError) as fenced:
+                attempts[write]()
+        assert fenced.value.code.value == "LEASE_FENCED"
+        after = (first.host.store.delivery_row(did), first.host.store.journal_lines(did))
+        assert after == before, "nothing of the refused write was applied"
+        assert first.custody.head(did) == head
+        assert first.host.store.read("SELECT count(*) FROM execsys_retirements") == [(0,)]
+    finally:
+        second.close()
+        first.close()
+
+
+def test_a_holder_whose_loop_hangs_past_the_ttl_is_fenced_and_stops(tmp_path: Path) -> None:
+    import asyncio
+
+    from contracts import ExecsysError
+    from tests.host.harness import Harness, make_delivery, reply
+
+    box: dict[str, Any] = {}
+
+    async def hang(request: Any) -> Any:
+        # The holder's whole event loop is blocked (no renewal can run) while a rival
+        # on the same store waits out the TTL and takes the delivery.
+        box["token"] = box["rival"].acquire(request.delivery, wait_s=10)
+        store = box["rival"].store
+        box["before"] = (
+            store.delivery_row(request.delivery),
+            store.journal_lines(request.delivery),
+        )
+        return reply({"ok": True})
+
+    doc = {
+        "spec": "execution-system/v1",
+        "graph": "t",
+        "start": "a",
+        "nodes": {
+            "a": {"kind": "action", "executor": "e", "outputs": {"ok": {"type": "boolean"}},
+                  "next": "z"},
+            "z": {"kind": "terminal", "outcome": "succeeded"},
+        },
+    }  # fmt: skip
+    holder = Harness(tmp_path, {"e": hang})
+    rival = Harness(tmp_path, {}, custody=holder.custody)
+    box["rival"] = rival.host.leases
+    holder.host.leases.ttl_s = 0.2
+    delivery = make_delivery(doc)
+    try:
+        with pytest.raises(ExecsysError) as fenced:
+            asyncio.run(holder.host.run(delivery))
+        assert fenced.value.code.value == "LEASE_FENCED"
+        assert box["token"] == 2
+        did = delivery.delivery_id
+        after = (rival.host.store.delivery_row(did), rival.host.store.journal_lines(did))
+        assert after == box["before"], "the fenced holder applied nothing"
+        assert rival.host.inspect(did)["lease"]["state"] == "held"
+        rival.host.leases.release(did)
+        (listed,) = rival.host.needs_directive()
+        assert listed["delivery"] == did and listed["status"] == "running"
+    finally:
+        rival.close()
+        holder.close()
+
+
+def test_host_writes_go_through_the_fenced_transaction() -> None:
+    # A write the Host makes for a delivery must prove, in its own transaction, that
+    # the writer still holds the lease (LeaseManager.transaction, or the saver's own
+    # check). Unfenced transactions are allowed only where no holder writes: an
+    # operator's stop request (the lease's own writes use LeaseManager._lease_write).
+    allowed = {"_lease.py": 1, "_operator.py": 1}
+    root = HERE.parents[1] / "host" / "langgraph"
+    found = {
+        path.name: path.read_text().count("store.transaction()")
+        for path in sorted(root.glob("*.py"))
+        if "store.transaction()" in path.read_text()
+    }
+    assert found == allowed
