@@ -201,7 +201,7 @@ def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> N
     import asyncio
 
     from contracts import ExecsysError
-    from host.langgraph import _operator
+    from host.langgraph import _cancel, _operator
     from host.langgraph._lease import FencedCustody
 
     first, second, delivery = _two_hosts(tmp_path)
@@ -212,7 +212,7 @@ def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> N
         attempts = {
             "intervention": lambda: first.host._mark_intervention(did, "late"),
             "stopped": lambda: _operator._mark_stopped(first.host, did, "late"),
-            "cancelled": lambda: _operator._mark_cancelled(first.host, did, "me", "late"),
+            "cancelled": lambda: _cancel._cancel_row(first.host, did, "late"),
             "clear-stop": lambda: _operator.clear_stop(first.host, did),
             "retire": lambda: asyncio.run(_operator._retire_locked(first.host, did, "t", "me")),
             "checkpoint": lambda: asyncio.run(first.host.invalidate(did, "a", reason="late")),
