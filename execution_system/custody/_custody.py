@@ -62,6 +62,7 @@ from execution_system.custody._tree import (
     decode_manifest,
     diff,
     encode_manifest,
+    protected_by,
     savepoint_of,
     scan,
     tree_bytes,
@@ -499,7 +500,7 @@ def _check_changes(claims: CapabilityClaims, changed: list[str]) -> None:
             changed[0],
             f"a read capability allows no change; {len(changed)} path(s) changed",
         )
-    guarded = [path for path in changed if claims.protected and within(path, claims.protected)]
+    guarded = [path for path in changed if protected_by(path, claims.protected)]
     if guarded:
         raise Refusal(
             ErrorCode.CUSTODY_PROTECTED_PATH,

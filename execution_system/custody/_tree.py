@@ -13,6 +13,7 @@ name that is not UTF-8 or contains control characters.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -137,6 +138,39 @@ def within(path: str, prefixes: tuple[str, ...]) -> bool:
     if not prefixes:
         return True
     return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)
+
+
+_GLOB = frozenset("*?[")
+
+
+def _match_parts(parts: list[str], pattern: list[str]) -> bool:
+    """Whether ``parts`` start with components matching ``pattern`` (``**``: any run)."""
+    if not pattern:
+        return True  # the pattern named a folder: everything below it matches
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_match_parts(parts[i:], rest) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _match_parts(parts[1:], rest)
+
+
+def protected_by(path: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``path`` is guarded by one of ``patterns``.
+
+    A pattern without glob characters is a prefix, as in :func:`within`
+    (``tests`` guards ``tests`` and everything below it). A pattern with
+    ``*``, ``?`` or ``[`` is matched per path component with
+    :func:`fnmatch.fnmatchcase`, ``**`` standing for any number of components
+    (``**/conftest.py`` guards a ``conftest.py`` in every folder); a match on
+    a folder guards everything below it, like a prefix.
+    """
+    parts = path.split("/")
+    for pattern in patterns:
+        if _GLOB.isdisjoint(pattern):
+            if path == pattern or path.startswith(pattern + "/"):
+                return True
+        elif _match_parts(parts, pattern.split("/")):
+            return True
+    return False
 
 
 def _describe(fmt: int) -> str:

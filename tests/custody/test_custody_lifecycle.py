@@ -18,7 +18,12 @@ Workspace = Callable[[], Path]
 
 
 def test_exported_names() -> None:
-    assert sorted(custody_package.__all__) == ["FileCustody", "SnapshotReport", "compare_heads"]
+    assert sorted(custody_package.__all__) == [
+        "FileCustody",
+        "SnapshotReport",
+        "compare_heads",
+        "protected_by",
+    ]
 
 
 def test_file_custody_satisfies_the_protocol(custody: FileCustody) -> None:
