@@ -204,6 +204,9 @@ class ErrorCode(StrEnum):
     GOAL_CANCELLED = "GOAL_CANCELLED"
     PATCH_DOES_NOT_APPLY = "PATCH_DOES_NOT_APPLY"
     CHECK_CANNOT_START = "CHECK_CANNOT_START"
+    CHECK_NOT_CANDIDATE = "CHECK_NOT_CANDIDATE"
+    GOAL_FAILED = "GOAL_FAILED"
+    GOAL_BLOCKED = "GOAL_BLOCKED"
     WORKER_EVENT_CONFLICT = "WORKER_EVENT_CONFLICT"
 
     # --- last resort -------------------------------------------------------------

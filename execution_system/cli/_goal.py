@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
-import sys
 from typing import Any
 
 from execution_system.cli._output import emit, emit_json
 
-DEFAULT_CHECK = f"tests={shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
+DEFAULT_CHECK = "tests=PYTHON -m pytest -q -p no:cacheprovider, PYTHON = the project's Python"
 
 
 def register(commands: Any) -> None:
@@ -46,7 +45,27 @@ def register(commands: Any) -> None:
         "--protect",
         action="append",
         metavar="PATH",
-        help="a path the implementation may not change (default: tests)",
+        help="add a path or glob (**/x.py) the implementation may not change "
+        "(always protected: tests, conftest.py, test configuration, CI files)",
+    )
+    create.add_argument(
+        "--unprotect",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="drop one entry of the default protected set (recorded in the goal)",
+    )
+    create.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the project's interpreter (default: PROJECT/.venv, PROJECT/venv, python3 on PATH)",
+    )
+    create.add_argument(
+        "--allow-fewer-tests",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a check that may select fewer tests than the base (repeat)",
     )
     create.add_argument(
         "--max-generations",
@@ -119,9 +138,26 @@ def _runtime(args: argparse.Namespace) -> Any:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from execution_system.codeclosure import CommandWorker, PatchWorker, parse_check
+    from execution_system.codeclosure import (
+        DEFAULT_PROTECTED,
+        CommandWorker,
+        PatchWorker,
+        parse_check,
+    )
 
-    checks = dict(parse_check(text) for text in (args.check or [DEFAULT_CHECK]))
+    checks = dict(parse_check(text) for text in args.check)
+    unknown = [p for p in args.unprotect if p not in DEFAULT_PROTECTED]
+    if unknown:
+        from contracts import ErrorCode, error
+
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            f"{unknown[0]!r} is not in the default protected set",
+            path="--unprotect",
+            expected="one of " + ", ".join(DEFAULT_PROTECTED),
+        )
+    protected = [p for p in DEFAULT_PROTECTED if p not in args.unprotect]
+    protected += [p for p in args.protect or [] if p not in protected]
     worker: Any
     if args.worker_command:
         worker = CommandWorker(argv=tuple(shlex.split(args.worker_command)))
@@ -139,9 +175,11 @@ def _create(args: argparse.Namespace) -> int:
             criteria=args.criterion,
             checks=checks,
             required=args.required,
-            protected=args.protect,
+            protected=protected,
             max_generations=args.max_generations,
             worker=worker,
+            python=args.python,
+            allow_fewer=args.allow_fewer_tests,
         )
     finally:
         runtime.close()

@@ -57,22 +57,26 @@ class GoalRuntime:
         objective: str,
         project: str,
         criteria: list[str],
-        checks: dict[str, tuple[str, ...]],
+        checks: dict[str, tuple[str, ...]] | None = None,
         required: list[str] | None = None,
         protected: list[str] | None = None,
         max_generations: int = 3,
         worker: CommandWorker | PatchWorker,
+        python: str | None = None,
+        allow_fewer: list[str] | None = None,
     ) -> dict[str, Any]:
         """Validate and store a goal (version 1, READY); dispatch nothing."""
         goal = new_goal(
             objective=objective,
             project=project,
             criteria=criteria,
-            checks=checks,
+            checks=checks or {},
             required=required,
             protected=protected,
             max_generations=max_generations,
             worker=worker,
+            python=python,
+            allow_fewer=allow_fewer,
         )
         # Render and admit once now: a goal whose graph could not run is never stored.
         admit(

@@ -31,3 +31,21 @@ def source_digest(root: Path) -> tuple[Digest, int]:
                 mode = stat.S_IMODE(info.st_mode)
             entries.append([rel, mode, hashlib.sha256(content).hexdigest()])
     return digest_of(entries), len(entries)
+
+
+def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
+    """Path -> ``sha256:`` digest of every file under ``root`` that ``patterns`` guard."""
+    from execution_system.custody import protected_by
+
+    found: dict[str, str] = {}
+    if not patterns:
+        return found
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink() or not protected_by(rel, patterns):
+                continue
+            found[rel] = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return found

@@ -63,6 +63,9 @@ CASES = {
     "bad-check-syntax": (ErrorCode.GOAL_INVALID, {}, ["--check", "no equals sign"]),
     "empty-objective": (ErrorCode.GOAL_INVALID, {}, ["--objective="]),
     "zero-generations": (ErrorCode.GOAL_INVALID, {}, ["--max-generations", "0"]),
+    "unknown-unprotect": (ErrorCode.GOAL_INVALID, {}, ["--unprotect", "src"]),
+    "unknown-allow-fewer": (ErrorCode.GOAL_INVALID, {}, ["--allow-fewer-tests", "lint"]),
+    "python-not-a-file": (ErrorCode.CHECK_CANNOT_START, {}, ["--python", "/nonexistent/python"]),
 }
 
 
