@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
+import sys
 from typing import Any
 
 from execution_system.cli._output import emit, emit_json
@@ -202,7 +203,21 @@ def _lifecycle(args: argparse.Namespace) -> int:
             view = asyncio.run(runtime.cancel(args.goal, args.expected_version, args.reason))
     finally:
         runtime.close()
-    return _show(view, args.json)
+    _show(view, args.json)
+    if args.action in {"start", "resume"} and view["run_status"] in {"FAILED", "BLOCKED"}:
+        # The goal did not get anywhere good: say so in the exit status and on stderr.
+        from contracts import ErrorCode, error
+
+        code = ErrorCode.GOAL_FAILED if view["run_status"] == "FAILED" else ErrorCode.GOAL_BLOCKED
+        ended = error(
+            code,
+            f"the goal ended {view['run_status']} in {view['phase']}: {view['detail']}",
+            path=view["goal"],
+            expected=f"next: {view['next']}",
+        )
+        sys.stderr.write(f"execsys: {ended.one_line()}\n")
+        return 1
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -215,7 +230,7 @@ def _status(args: argparse.Namespace) -> int:
                 return 0
             for goal in goals:
                 emit(
-                    f"{goal['goal']}  v{goal['version']}  {goal['state']:<9}  "
+                    f"{goal['goal']}  v{goal['version']}  {goal['run_status']:<17}  "
                     f"{goal['objective'][:60]}"
                 )
             return 0
@@ -233,6 +248,8 @@ def _show(view: dict[str, Any], as_json: bool) -> int:
     emit(f"  phase       {view['phase']}")
     emit(f"  run status  {view['run_status']} - {view['detail']}")
     emit(f"  generation  {view['generation']}    attempt {view['attempt']}")
+    if view.get("next"):
+        emit(f"  next        {view['next']}")
     decision = view.get("decision")
     if decision:
         emit(
@@ -286,6 +303,14 @@ def _audit(args: argparse.Namespace) -> int:
             f"    {item['check']}: exit {item['exit_status']} in {item['duration_s']}s, bound to "
             f"{item['frozen']} (spec {item['spec'][:19]}...)"
         )
+        tests, base = item.get("tests"), item.get("base_tests")
+        if tests:
+            emit(
+                f"      tests: {tests['selected']} selected of {tests['collected']} collected "
+                f"({tests['deselected']} deselected), {tests['passed']} passed, "
+                f"{tests['failed']} failed, {tests['skipped']} skipped"
+                + (f"; the base selected {base['selected']}" if base else "")
+            )
     emit("  decisions:")
     for item in report["decisions"]:
         emit(

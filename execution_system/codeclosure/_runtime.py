@@ -18,7 +18,8 @@ from execution_system._compose import factory_config, open_runner
 from execution_system.codeclosure._goal import CommandWorker, GoalStore, PatchWorker, new_goal
 from execution_system.codeclosure._graph import delivery_input, executors, render
 from execution_system.codeclosure._operations import OPERATIONS
-from execution_system.codeclosure._views import audit, goal_view
+from execution_system.codeclosure._views import audit, goal_view, listed_status, runners_gone
+from execution_system.codeclosure.agents._checkrun import sweep
 from host import OPERATIONS as BUILTIN
 
 
@@ -154,6 +155,7 @@ class GoalRuntime:
                 expected="a blocked goal (answer questions with 'execsys input')",
             )
         self.goals.advance(goal_id, expected, state="STARTED")
+        sweep()  # scratch copies of checks whose agents died with the old runner
         if status in {"stopped", "intervention", "running"}:
             await self.host.recover(delivery, "continue", reason=reason)
         else:
@@ -188,6 +190,7 @@ class GoalRuntime:
                 )
             if status not in {"failed", "cancelled", "retired"}:
                 await self.host.cancel(row["delivery"], reason=reason)
+            sweep(row["delivery"])
         self.goals.advance(goal_id, expected, state="CANCELLED")
         return self.view(goal_id)
 
@@ -200,5 +203,12 @@ class GoalRuntime:
         return audit(self.goals.get(goal_id), self.host)
 
     def list(self) -> list[dict[str, Any]]:
-        """Every goal."""
-        return self.goals.list()
+        """Every goal, with its run status (derived like ``goal status``'s)."""
+        rows = self.goals.list()
+        running = any(
+            r["delivery"] and self.host.status(r["delivery"]).status.value == "running"
+            for r in rows
+            if r["state"] == "STARTED"
+        )
+        gone = runners_gone(self.host) if running else set()
+        return [{**row, "run_status": listed_status(row, self.host, gone)} for row in rows]

@@ -3,9 +3,12 @@
 Scratch copies live under ``<tmp>/execsys-checks/`` named
 ``<delivery>.<pid>.<random>``: the agent that made one removes it when it
 ends (also on SIGTERM), and :func:`sweep` removes those whose agent died
-without a chance to (SIGKILL) or that belong to a cancelled delivery. The
-check process gets SIGKILL when its agent dies (``PR_SET_PDEATHSIG``, Linux),
-so a killed run leaves no check running under PID 1.
+without a chance to (SIGKILL) or that belong to a cancelled delivery.
+
+The check runs in its agent's process group, which the executor kills as a
+whole at a deadline or a cancel; the agent gets SIGTERM when its runner dies
+(``PR_SET_PDEATHSIG``, Linux) and then kills the check before it exits. So a
+killed ``goal start`` leaves no check running under PID 1.
 """
 
 from __future__ import annotations
@@ -58,10 +61,11 @@ def is_pytest(argv: Sequence[str]) -> bool:
     return any(a == "-m" and b == "pytest" for a, b in itertools.pairwise(argv))
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send ``signum`` to this process when its parent dies (Linux only)."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signum))
 
 
 def _alive(pid: int) -> bool:
@@ -146,7 +150,6 @@ def run_check(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
         )
         try:
             output, _ = process.communicate(timeout=timeout_s)
