@@ -1,4 +1,4 @@
-"""``execsys goal create | start | status | resume | cancel | audit``."""
+"""``execsys goal create | start | status | resume | cancel | audit | export | apply``."""
 
 from __future__ import annotations
 
@@ -120,6 +120,21 @@ def register(commands: Any) -> None:
     status.add_argument("goal", metavar="GOAL", nargs="?", help="goal id (default: list)")
     _common(status)
     status.set_defaults(handler=_status)
+
+    export = sub.add_parser("export", help="the accepted change, as a diff against the base")
+    export.add_argument("goal", metavar="GOAL", help="goal id")
+    export.add_argument(
+        "--format", choices=["patch"], default="patch", help="patch: a unified diff (default)"
+    )
+    export.add_argument("--output", metavar="FILE", help="write it here (default: stdout)")
+    _common(export)
+    export.set_defaults(handler=_export)
+
+    apply = sub.add_parser("apply", help="apply the accepted change to a clean copy of the base")
+    apply.add_argument("goal", metavar="GOAL", help="goal id")
+    apply.add_argument("--to", required=True, metavar="DIR", help="a clean checkout of the base")
+    _common(apply)
+    apply.set_defaults(handler=_apply)
 
     audit = sub.add_parser("audit", help="the goal's journal and decisions, readable")
     audit.add_argument("goal", metavar="GOAL", help="goal id")
@@ -277,6 +292,51 @@ def _show(view: dict[str, Any], as_json: bool) -> int:
             f"{view['delivery']} --node {wait['node']} --actor YOU --role maintainer "
             "--result FILE"
         )
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    try:
+        report = runtime.export(args.goal)
+    finally:
+        runtime.close()
+    header = (
+        f"# execsys goal export {report['goal']}: the accepted change\n"
+        f"# base {report['base']}\n# accepted {report['frozen']}\n"
+        f"# manifest {report['manifest']}\n"
+    )
+    text = header + report["patch"]
+    if args.output:
+        from pathlib import Path
+
+        Path(args.output).write_text(text, encoding="utf-8")
+    summary = {k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files")}
+    if args.json:
+        emit_json({**summary, "output": args.output, **({} if args.output else {"patch": text})})
+    elif args.output:
+        emit(
+            f"goal {report['goal']}: {len(report['files'])} changed file(s) -> {args.output} "
+            f"(manifest {report['manifest']})"
+        )
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    try:
+        report = runtime.apply(args.goal, args.to)
+    finally:
+        runtime.close()
+    if args.json:
+        emit_json(report)
+        return 0
+    emit(f"goal {report['goal']}: applied {len(report['files'])} changed file(s) to {report['to']}")
+    for path in report["files"]:
+        emit(f"  {path}")
+    emit(f"  now {report['frozen']} (manifest {report['manifest']})")
     return 0
 
 

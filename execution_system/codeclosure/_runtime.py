@@ -14,12 +14,14 @@ from typing import Any
 
 from contracts import AuthorityPolicy, ErrorCode, error, sqlite_path
 from execution_system._admission import admit, parse_graph
-from execution_system._compose import factory_config, open_runner
+from execution_system._compose import data_dir, factory_config, open_runner
+from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
 from execution_system.codeclosure._goal import CommandWorker, GoalStore, PatchWorker, new_goal
 from execution_system.codeclosure._graph import delivery_input, executors, render
 from execution_system.codeclosure._operations import OPERATIONS
 from execution_system.codeclosure._views import audit, goal_view, listed_status, runners_gone
 from execution_system.codeclosure.agents._checkrun import sweep
+from execution_system.custody import FileCustody
 from host import OPERATIONS as BUILTIN
 
 
@@ -35,6 +37,7 @@ class GoalRuntime:
 
     def __init__(self, store: str | None = None) -> None:
         config = factory_config(store)
+        self.config = config
         raw = sqlite_path(config.store)
         if raw is None:
             raise error(
@@ -193,6 +196,26 @@ class GoalRuntime:
             sweep(row["delivery"])
         self.goals.advance(goal_id, expected, state="CANCELLED")
         return self.view(goal_id)
+
+    def export(self, goal_id: str) -> dict[str, Any]:
+        """The accepted change as a unified diff against the goal's base, with its digests."""
+        row = self.goals.get(goal_id)
+        facts = accepted(row, self.host)
+        with trees(self._custody(), row["delivery"], facts) as (base, after):
+            paths = changed(base, after)
+            patch = unified_diff(base, after, paths)
+        return {**facts, "format": "patch", "files": paths, "patch": patch}
+
+    def apply(self, goal_id: str, target: str) -> dict[str, Any]:
+        """Write the accepted change onto ``target``, a clean copy of the goal's base."""
+        row = self.goals.get(goal_id)
+        facts = accepted(row, self.host)
+        with trees(self._custody(), row["delivery"], facts) as (base, after):
+            paths = apply_to(Path(target), base, after, facts)
+        return {**facts, "to": str(Path(target).resolve()), "files": paths}
+
+    def _custody(self) -> FileCustody:
+        return FileCustody(data_dir(self.config) / "custody")
 
     def view(self, goal_id: str) -> dict[str, Any]:
         """The goal's status document."""

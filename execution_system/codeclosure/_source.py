@@ -13,12 +13,35 @@ from pathlib import Path
 
 from contracts import Digest, digest_of
 
+#: Folders that are never part of a candidate's identity, at any depth: version
+#: control, virtual environments and caches (rebuilt, machine-specific, large).
+EXCLUDED: frozenset[str] = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".eggs",
+        "node_modules",
+    }
+)
 
-def source_digest(root: Path) -> tuple[Digest, int]:
-    """(digest, file count) of the tree under ``root`` (symlinks by target, no dirs)."""
-    entries = []
+
+def source_files(root: Path) -> dict[str, tuple[int, str]]:
+    """Relative path -> (mode, sha256 hex) of every file and symlink under ``root``.
+
+    Symlinks count by their target (mode 0); folders in :data:`EXCLUDED` are skipped.
+    """
+    entries: dict[str, tuple[int, str]] = {}
     for folder, dirs, files in os.walk(root):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if d not in EXCLUDED)
         for name in sorted(files):
             path = Path(folder) / name
             info = path.lstat()
@@ -29,8 +52,16 @@ def source_digest(root: Path) -> tuple[Digest, int]:
             else:
                 content = path.read_bytes()
                 mode = stat.S_IMODE(info.st_mode)
-            entries.append([rel, mode, hashlib.sha256(content).hexdigest()])
-    return digest_of(entries), len(entries)
+            entries[rel] = (mode, hashlib.sha256(content).hexdigest())
+    return entries
+
+
+def source_digest(root: Path) -> tuple[Digest, int]:
+    """(digest, file count) of the tree under ``root`` (symlinks by target, no dirs)."""
+    entries = source_files(root)
+    return digest_of([[rel, mode, sha] for rel, (mode, sha) in sorted(entries.items())]), len(
+        entries
+    )
 
 
 def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:

@@ -192,7 +192,7 @@ def next_action(status: RunStatus, goal: str, version: int, outcome: str | None)
     if status is RunStatus.CANCELLED:
         return "none: a cancelled goal never continues"
     if status is RunStatus.CLOSED:
-        return "none: closed with a current ACCEPT"
+        return f"execsys goal export {goal} --output FILE, or goal apply {goal} --to DIR"
     assert_never(status)
 
 

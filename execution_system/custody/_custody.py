@@ -480,6 +480,28 @@ class FileCustody:
         except Refusal as refusal:
             _raise(refusal)
 
+    def export(self, delivery: DeliveryId, savepoint: SavepointId, target: Path) -> None:
+        """Write a recorded savepoint's tree into the empty folder ``target``, verified.
+
+        The delivery's workspace is not touched; ``target`` is the caller's.
+        """
+        try:
+            tree = self._tree(check_delivery(delivery), savepoint)
+        except Refusal as refusal:
+            _raise(refusal)
+        except ValueError as exc:
+            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
+        target.mkdir(parents=True, exist_ok=True)
+        problems = materialize(target, tree, self._blobs, {})
+        differences, _ = verify(target, tree, {}, full_verify=True)
+        if problems or differences:
+            raise error(
+                ErrorCode.CUSTODY_RESTORE_UNCERTAIN,
+                "the savepoint could not be written exactly: "
+                + "; ".join(problems + differences)[:500],
+                path=savepoint,
+            )
+
     def manifest(self, delivery: DeliveryId, savepoint: SavepointId) -> tuple[FileEntry, ...]:
         """The entries of a recorded savepoint, sorted by path."""
         try:

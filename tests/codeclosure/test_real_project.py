@@ -7,7 +7,10 @@ records what ran.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ import pytest
 from contracts import digest_of
 from execution_system.codeclosure import DEFAULT_PROTECTED, GoalRuntime, PatchWorker, manifest_of
 from tests.codeclosure.helpers import EXECSYS, events, failures, refused, snapshot
-from tests.codeclosure.realproject import RealProject, make_real_project
+from tests.codeclosure.realproject import CALC, RIGHT, RealProject, make_real_project
 
 
 @pytest.fixture
@@ -145,8 +148,6 @@ def test_bare_python_in_a_check_means_the_projects_python(goals, real):
 
 
 def test_no_default_runs_under_execsys_own_interpreter(real):
-    import subprocess
-
     # Only execsys's own bin/ on PATH: its python3 must not become the default.
     env = {**os.environ, "PATH": str(Path(EXECSYS).parent)}
     done = subprocess.run(
@@ -174,3 +175,63 @@ def test_no_default_runs_under_execsys_own_interpreter(real):
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("execsys: CHECK_NOT_CANDIDATE at --python: ")
+
+
+def _cli(real: RealProject, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EXECSYS, *args, "--store", real.store],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_end_to_end_gaming_refused_repair_accepted_exported_and_applied(goals, real, aio, tmp_path):
+    gaming = _create(goals, real, "gaming")
+    assert aio(goals.start(gaming["goal"], 1))["run_status"] == "FAILED"
+    refused_export = _cli(real, "goal", "export", gaming["goal"])
+    assert refused_export.returncode == 1
+    assert refused_export.stderr.startswith("execsys: GOAL_NOT_ACCEPTED at ")
+
+    created = _create(goals, real, "wrong", "right")
+    view = aio(goals.start(created["goal"], 1))
+    assert view["run_status"] == "CLOSED", view["detail"]
+    assert view["next"].startswith(f"execsys goal export {created['goal']}")
+    decisions = [d["decision"] for d in goals.audit(created["goal"])["decisions"]]
+    assert decisions == ["REJECT_REPAIRABLE", "ACCEPT"]
+    goals.close()  # the CLI reads the same store from here on
+
+    patch_file = tmp_path / "accepted.patch"
+    done = _cli(real, "goal", "export", created["goal"], "--output", str(patch_file), "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["files"] == [CALC]
+    assert summary["manifest"] == view["decision"]["manifest"]
+    text = patch_file.read_text()
+    assert "-    return a - b\n+    return a + b\n" in text
+    assert f"# manifest {summary['manifest']}" in text
+
+    # The exported diff applies with the usual tools onto a clean copy of the base.
+    by_patch = tmp_path / "by-patch"
+    shutil.copytree(real.project, by_patch)
+    subprocess.run(["patch", "-p1", "-s", "-i", str(patch_file)], cwd=by_patch, check=True)
+    assert (by_patch / CALC).read_text() == RIGHT
+
+    # goal apply checks the base first, then writes, then checks the result.
+    clean = tmp_path / "checkout"
+    shutil.copytree(real.project, clean)
+    done = _cli(real, "goal", "apply", created["goal"], "--to", str(clean))
+    assert done.returncode == 0, done.stderr
+    assert (clean / CALC).read_text() == RIGHT
+    assert snapshot(clean) == snapshot(by_patch)
+    again = _cli(real, "goal", "apply", created["goal"], "--to", str(clean))
+    assert again.returncode == 1
+    assert again.stderr.startswith(f"execsys: GOAL_MANIFEST_MISMATCH at {clean}: ")
+    dirty = tmp_path / "dirty"
+    shutil.copytree(real.project, dirty)
+    (dirty / "src" / "mylib" / "extra.py").write_text("x = 1\n")
+    refused_apply = _cli(real, "goal", "apply", created["goal"], "--to", str(dirty))
+    assert refused_apply.returncode == 1
+    assert (dirty / CALC).read_text() != RIGHT
