@@ -265,6 +265,8 @@ def _show(view: dict[str, Any], as_json: bool) -> int:
     emit(f"  generation  {view['generation']}    attempt {view['attempt']}")
     if view.get("next"):
         emit(f"  next        {view['next']}")
+    for note in view.get("notes") or []:
+        emit(f"  note        {note}")
     decision = view.get("decision")
     if decision:
         emit(

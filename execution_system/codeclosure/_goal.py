@@ -112,6 +112,11 @@ class Goal(_Frozen):
 
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS execsys_goal_notes (
+    goal TEXT NOT NULL,
+    time REAL NOT NULL,
+    text TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS execsys_goals (
     goal TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
@@ -314,6 +319,7 @@ class GoalStore:
             )
         return {
             "goal": Goal.model_validate_json(row[2]),
+            "notes": self.notes(goal_id),
             "id": row[0],
             "version": row[1],
             "delivery": row[3],
@@ -341,6 +347,21 @@ class GoalStore:
                     expected=f"--expected-version {current['version']}",
                 )
         return self.get(goal_id)
+
+    def note(self, goal_id: str, text: str) -> None:
+        """Record why something about the goal failed outside its delivery's journal."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT INTO execsys_goal_notes (goal, time, text) VALUES (?, ?, ?)",
+                (goal_id, time.time(), text),
+            )
+
+    def notes(self, goal_id: str) -> list[str]:
+        """The goal's notes, oldest first."""
+        rows = self.conn.execute(
+            "SELECT text FROM execsys_goal_notes WHERE goal = ? ORDER BY time", (goal_id,)
+        ).fetchall()
+        return [text for (text,) in rows]
 
     def check_version(self, goal_id: str, expected: int) -> dict[str, Any]:
         """Refuse a stale command before looking at anything else."""

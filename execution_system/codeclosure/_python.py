@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from contracts import ErrorCode, error
+from execution_system.custody import DEFAULT_EXCLUDED
 
 _PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)*)?$")
 _VENVS = (".venv", "venv")
@@ -214,7 +215,9 @@ def check_sees_candidate(name: str, argv: Sequence[str], project: Path) -> None:
         if origin is None or str(origin).startswith("error: "):
             continue
         real = os.path.realpath(origin)
-        if real != root and not real.startswith(root + os.sep):
+        inside = real == root or real.startswith(root + os.sep)
+        parts = Path(os.path.relpath(real, root)).parts if inside else ()
+        if not inside or DEFAULT_EXCLUDED.intersection(parts):
             raise error(
                 ErrorCode.CHECK_NOT_CANDIDATE,
                 f"check '{name}' would import '{package}' from {origin}, not from the candidate",

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts import AuthorityPolicy, ErrorCode, error, sqlite_path
+from contracts import AuthorityPolicy, ErrorCode, ExecsysError, error, sqlite_path
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
 from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
@@ -116,7 +116,12 @@ class GoalRuntime:
             nonce=goal.id,
         )
         self.goals.advance(goal_id, expected, state="STARTED", delivery=delivery.delivery_id)
-        await self.host.run(delivery, seed=goal.project, created_by=f"goal:{goal.id}")
+        try:
+            await self.host.run(delivery, seed=goal.project, created_by=f"goal:{goal.id}")
+        except ExecsysError as exc:
+            # e.g. the project could not be copied: the goal must still explain itself.
+            self.goals.note(goal_id, f"goal start failed: {exc.one_line()}")
+            raise
         await self._after_run(delivery.delivery_id)
         return self.view(goal_id)
 
@@ -228,10 +233,9 @@ class GoalRuntime:
     def list(self) -> list[dict[str, Any]]:
         """Every goal, with its run status (derived like ``goal status``'s)."""
         rows = self.goals.list()
-        running = any(
-            r["delivery"] and self.host.status(r["delivery"]).status.value == "running"
-            for r in rows
-            if r["state"] == "STARTED"
-        )
-        gone = runners_gone(self.host) if running else set()
-        return [{**row, "run_status": listed_status(row, self.host, gone)} for row in rows]
+        statuses = {row["goal"]: listed_status(row, self.host, set()) for row in rows}
+        if "RUNNING" in statuses.values():
+            # Only then is it worth asking which runners are gone.
+            gone = runners_gone(self.host)
+            statuses = {row["goal"]: listed_status(row, self.host, gone) for row in rows}
+        return [{**row, "run_status": statuses[row["goal"]]} for row in rows]

@@ -12,26 +12,11 @@ import stat
 from pathlib import Path
 
 from contracts import Digest, digest_of
+from execution_system.custody import DEFAULT_EXCLUDED, protected_by
 
-#: Folders that are never part of a candidate's identity, at any depth: version
-#: control, virtual environments and caches (rebuilt, machine-specific, large).
-EXCLUDED: frozenset[str] = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".venv",
-        "venv",
-        "__pycache__",
-        ".pytest_cache",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".tox",
-        ".nox",
-        ".eggs",
-        "node_modules",
-    }
-)
+#: Folders that are never part of a candidate's identity, at any depth: the
+#: same set custody leaves out of a seed (version control, venvs, caches).
+EXCLUDED: frozenset[str] = DEFAULT_EXCLUDED
 
 
 def source_files(root: Path) -> dict[str, tuple[int, str]]:
@@ -66,8 +51,6 @@ def source_digest(root: Path) -> tuple[Digest, int]:
 
 def protected_digests(root: Path, patterns: tuple[str, ...]) -> dict[str, str]:
     """Path -> ``sha256:`` digest of every file under ``root`` that ``patterns`` guard."""
-    from execution_system.custody import protected_by
-
     found: dict[str, str] = {}
     if not patterns:
         return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
+from contracts import ErrorCode, ExecsysError
 from execution_system.codeclosure._failures import RUN_STATUS_OF, RunStatus, classify
 from execution_system.codeclosure._graph import PHASES
 
@@ -88,7 +89,21 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
             "detail": detail,
             "next": next_action(status, goal.id, row["version"], None),
         }
-    report = host.inspect(row["delivery"])
+    view["notes"] = list(row.get("notes") or [])
+    try:
+        report = host.inspect(row["delivery"])
+    except ExecsysError as exc:
+        if exc.code != ErrorCode.DELIVERY_NOT_FOUND:
+            raise
+        # The start failed before the Host recorded the delivery (e.g. seeding).
+        why = view["notes"][-1] if view["notes"] else "the start failed before it began"
+        return {
+            **view,
+            "run_status": RunStatus.FAILED.value,
+            "detail": why,
+            "delivery_status": None,
+            "next": "fix the cause shown in detail, then create a new goal",
+        }
     events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
     failed_code = next(
         (
@@ -133,7 +148,12 @@ def listed_status(row: dict[str, Any], host: Any, gone: set[str]) -> str:
     """The run status alone, cheaply (for listings): ``gone`` = deliveries whose runner is gone."""
     if row["delivery"] is None:
         return run_status(row["state"], None, None, None)[0].value
-    report = host.status(row["delivery"])
+    try:
+        report = host.status(row["delivery"])
+    except ExecsysError as exc:
+        if exc.code != ErrorCode.DELIVERY_NOT_FOUND:
+            raise
+        return RunStatus.FAILED.value
     status = report.status.value
     failed_code = None
     if status == "failed":
@@ -260,7 +280,7 @@ def candidates(host: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def audit(row: dict[str, Any], host: Any) -> dict[str, Any]:
     """The ``goal audit`` document: the journal in readable form, and every decision."""
     view = goal_view(row, host)
-    if row["delivery"] is None:
+    if row["delivery"] is None or view.get("delivery_status", "") is None:
         return {**view, "journal": [], "decisions": [], "evidence": []}
     events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
     journal = [

@@ -55,6 +55,7 @@ from execution_system.custody._durable import file_lock, fsync_dir
 from execution_system.custody._restore import materialize, verify
 from execution_system.custody._state import DeliveryState, check_delivery
 from execution_system.custody._tree import (
+    DEFAULT_EXCLUDED,
     Refusal,
     Scan,
     Tree,
@@ -102,8 +103,15 @@ class FileCustody:
     capability issue/expiry and savepoint records (tests inject one).
     """
 
-    def __init__(self, root: Path | str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        clock: Callable[[], float] = time.time,
+        seed_exclude: frozenset[str] = DEFAULT_EXCLUDED,
+    ) -> None:
         self._root = Path(root).absolute()
+        self._seed_exclude = seed_exclude
         self._clock = clock
         self._state = DeliveryState(self._root / "deliveries")
         self._blobs = BlobStore(self._root / "blobs")
@@ -234,7 +242,7 @@ class FileCustody:
                 staging.mkdir()
                 try:
                     if seed is not None:
-                        copy_seed(Path(seed), staging, self._blobs)
+                        copy_seed(Path(seed), staging, self._blobs, self._seed_exclude)
                     os.rename(staging, workspace)
                 except BaseException:
                     remove_tree(staging)

@@ -47,6 +47,27 @@ _HASH_THREADS = min(4, os.cpu_count() or 1)
 
 _CONTROL = frozenset(chr(c) for c in [*range(0x20), 0x7F])
 
+#: Folder names a seed is copied without, at any depth: version control,
+#: virtual environments and caches (machine-specific, rebuilt, often large, and
+#: a venv's absolute interpreter symlinks could not be represented anyway).
+DEFAULT_EXCLUDED: frozenset[str] = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".eggs",
+        "node_modules",
+    }
+)
+
 
 class Entry(NamedTuple):
     """One file or symlink of a tree (the internal, allocation-light twin of ``FileEntry``)."""
@@ -305,6 +326,7 @@ def scan(
     full_verify: bool = False,
     strict: bool = True,
     stored: Set[str] = frozenset(),
+    skip: Set[str] = frozenset(),
 ) -> Scan:
     """Observe the tree under ``root``.
 
@@ -314,7 +336,8 @@ def scan(
     otherwise refusals are collected in ``errors`` and the entry is left out.
     ``stored`` names digests known to be in the blob store (those of a
     recorded manifest: never collected while the delivery lives), which spares
-    a cache hit the existence check.
+    a cache hit the existence check. Folders named in ``skip`` are left out
+    wherever they are (used to copy a seed without its ``.git/`` or venv).
     """
     now_ns = time.time_ns()
     root_real = os.path.realpath(root)
@@ -343,7 +366,8 @@ def scan(
                 st = child.stat(follow_symlinks=False)
                 fmt = stat.S_IFMT(st.st_mode)
                 if fmt == stat.S_IFDIR:
-                    stack.append((rel, child.path))
+                    if child.name not in skip:
+                        stack.append((rel, child.path))
                 elif fmt == stat.S_IFLNK:
                     result.tree[rel] = _link_entry(root_real, child.path, rel, batch)[0]
                 elif fmt != stat.S_IFREG:

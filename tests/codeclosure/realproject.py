@@ -83,8 +83,8 @@ def make_venv(target: Path) -> str:
     return str(python)
 
 
-def make_real_project(tmp_path: Path) -> RealProject:
-    """Write the project, its venv and its patches under ``tmp_path``."""
+def make_real_project(tmp_path: Path, *, venv_inside: bool = False) -> RealProject:
+    """Write the project, its venv (beside it, or as ``.venv/`` in it) and its patches."""
     project = tmp_path / "mylib"
     (project / "src" / "mylib").mkdir(parents=True)
     (project / "tests").mkdir()
@@ -93,7 +93,7 @@ def make_real_project(tmp_path: Path) -> RealProject:
     (project / "src" / "mylib" / "__init__.py").write_text("from mylib.calc import add, sub\n")
     (project / CALC).write_text(BUGGY)
     (project / "tests" / "test_calc.py").write_text(TESTS)
-    python = make_venv(tmp_path / "venv")
+    python = make_venv(project / ".venv" if venv_inside else tmp_path / "venv")
     texts = {
         "wrong": diff(CALC, BUGGY, WRONG),
         "right": diff(CALC, WRONG, RIGHT),

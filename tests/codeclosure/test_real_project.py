@@ -235,3 +235,42 @@ def test_end_to_end_gaming_refused_repair_accepted_exported_and_applied(goals, r
     refused_apply = _cli(real, "goal", "apply", created["goal"], "--to", str(dirty))
     assert refused_apply.returncode == 1
     assert (dirty / CALC).read_text() != RIGHT
+
+
+def test_a_project_with_its_venv_and_git_inside_is_discovered_and_seeded(
+    tmp_path, aio, monkeypatch
+):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    real = make_real_project(tmp_path, venv_inside=True)
+    (real.project / ".git").mkdir()
+    (real.project / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    goals = GoalRuntime(real.store)
+    try:
+        created = _create(goals, real, "direct", python=None)
+        goal = goals.goals.get(created["goal"])["goal"]
+        assert goal.python == str(real.project / ".venv" / "bin" / "python")
+        view = aio(goals.start(created["goal"], 1))
+        assert view["run_status"] == "CLOSED", view["detail"]
+        frozen = _output(goals, view["delivery"], "SOURCE_FREEZE")
+        # pyproject, conftest, two package files, the tests: no .git/, no .venv/.
+        assert frozen["files"] == 5
+        # -I ignores PYTHONPATH: mylib would come from .venv/, which is not the candidate.
+        with refused("CHECK_NOT_CANDIDATE"):
+            _create(goals, real, "direct", checks={"tests": ("python", "-I", "-m", "pytest")})
+    finally:
+        goals.close()
+
+
+def test_a_start_that_fails_at_seeding_leaves_a_readable_goal(goals, real, aio):
+    created = _create(goals, real, "direct")
+    os.mkfifo(real.project / "pipe")
+    try:
+        with refused("CUSTODY_SEED_INVALID"):
+            aio(goals.start(created["goal"], 1))
+    finally:
+        (real.project / "pipe").unlink()
+    view = goals.view(created["goal"])
+    assert view["run_status"] == "FAILED"
+    assert "CUSTODY_SEED_INVALID" in view["detail"]
+    assert goals.audit(created["goal"])["journal"] == []
+    assert [g["run_status"] for g in goals.list()] == ["FAILED"]

@@ -19,6 +19,7 @@ Workspace = Callable[[], Path]
 
 def test_exported_names() -> None:
     assert sorted(custody_package.__all__) == [
+        "DEFAULT_EXCLUDED",
         "FileCustody",
         "SnapshotReport",
         "compare_heads",
