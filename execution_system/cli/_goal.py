@@ -80,6 +80,12 @@ def register(commands: Any) -> None:
         "--worker-command", metavar="CMD", help="a CLI coding agent speaking the executor protocol"
     )
     worker.add_argument(
+        "--agent-command",
+        metavar="CMD",
+        help="any CLI coding agent, run in the candidate with {prompt_file} replaced "
+        "(see examples/agents/)",
+    )
+    worker.add_argument(
         "--patch",
         action="append",
         metavar="FILE",
@@ -177,6 +183,15 @@ def _create(args: argparse.Namespace) -> int:
     worker: Any
     if args.worker_command:
         worker = CommandWorker(argv=tuple(shlex.split(args.worker_command)))
+    elif args.agent_command:
+        from pathlib import Path
+
+        from execution_system.codeclosure import AgentWorker
+
+        words = shlex.split(args.agent_command)
+        if words and "/" in words[0] and Path(words[0]).is_file():
+            words[0] = str(Path(words[0]).resolve())  # the agent runs in the candidate
+        worker = AgentWorker(argv=tuple(words))
     else:
         from pathlib import Path
 

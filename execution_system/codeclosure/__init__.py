@@ -15,6 +15,7 @@ if _typing.TYPE_CHECKING:
     )
     from execution_system.codeclosure._goal import (
         DEFAULT_PROTECTED,
+        AgentWorker,
         CommandWorker,
         Goal,
         PatchWorker,
@@ -30,6 +31,7 @@ __all__ = [
     "OPERATIONS",
     "PHASES",
     "RUN_STATUS_OF",
+    "AgentWorker",
     "CommandWorker",
     "FailureClass",
     "Goal",
@@ -49,6 +51,7 @@ _HOME = {
     "FailureClass": "_failures",
     "RunStatus": "_failures",
     "DEFAULT_PROTECTED": "_goal",
+    "AgentWorker": "_goal",
     "CommandWorker": "_goal",
     "Goal": "_goal",
     "PatchWorker": "_goal",

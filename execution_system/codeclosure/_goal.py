@@ -75,7 +75,18 @@ class PatchWorker(_Frozen):
     """If set, the worker first asks this question (an action-input) and records the answer."""
 
 
-Worker = Annotated[CommandWorker | PatchWorker, Field(discriminator="kind")]
+class AgentWorker(_Frozen):
+    """Any CLI coding agent, run through the generic adapter (``--agent-command``)."""
+
+    kind: Literal["agent"] = "agent"
+    """Discriminator."""
+    argv: tuple[str, ...] = Field(min_length=1)
+    """The agent's command line; ``{prompt_file}`` is replaced by the prompt's path."""
+    timeout_s: float = Field(default=1800.0, gt=0)
+    """Deadline per turn."""
+
+
+Worker = Annotated[CommandWorker | PatchWorker | AgentWorker, Field(discriminator="kind")]
 
 
 class Goal(_Frozen):
@@ -153,7 +164,7 @@ def new_goal(
     required: list[str] | None,
     protected: list[str] | None,
     max_generations: int,
-    worker: CommandWorker | PatchWorker,
+    worker: CommandWorker | PatchWorker | AgentWorker,
     python: str | None = None,
     allow_fewer: list[str] | None = None,
 ) -> Goal:
@@ -211,6 +222,15 @@ def new_goal(
             f"required check {unknown[0]!r} is not a check",
             path="--required",
             expected="one of " + ", ".join(checks),
+        )
+    if isinstance(worker, AgentWorker) and not (
+        shutil.which(worker.argv[0]) or Path(worker.argv[0]).is_file()
+    ):
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            "the agent command is not an executable on PATH or a file",
+            path="--agent-command",
+            expected="e.g. 'examples/agents/cli_agent.sh {prompt_file}'",
         )
     if isinstance(worker, PatchWorker):
         for patch in worker.patches:

@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from contracts import CommandBinding, ExecutorBinding
-from execution_system.codeclosure._goal import CommandWorker, Goal
+from execution_system.codeclosure._goal import AgentWorker, CommandWorker, Goal
 
 DECISIONS = ["ACCEPT", "REJECT_REPAIRABLE", "REJECT_BLOCKED", "NEEDS_DECISION", "ENGINE_ERROR"]
 DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
@@ -105,6 +105,8 @@ def render(goal: Goal) -> dict[str, Any]:
                 "objective": "input.objective",
                 "plan": "PLAN.plan",
                 "worker": "input.worker",
+                "criteria": "input.criteria",
+                "protected": "input.protected",
                 "feedback": "FINAL_VERIFY.feedback?",
             },
             "outputs": {"summary": {"type": "string"}},
@@ -276,6 +278,11 @@ def executors(goal: Goal) -> dict[str, ExecutorBinding]:
     worker = goal.worker
     if isinstance(worker, CommandWorker):
         bindings["worker"] = CommandBinding(command=worker.argv, timeout_s=worker.timeout_s)
+    elif isinstance(worker, AgentWorker):
+        # The adapter's own deadline is the agent's; give the turn a little more.
+        bindings["worker"] = CommandBinding(
+            command=_agent("agent").command, timeout_s=worker.timeout_s + 60.0
+        )
     else:
         bindings["worker"] = _agent("patch")
     return bindings

@@ -16,7 +16,13 @@ from contracts import AuthorityPolicy, ErrorCode, ExecsysError, error, sqlite_pa
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
 from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
-from execution_system.codeclosure._goal import CommandWorker, GoalStore, PatchWorker, new_goal
+from execution_system.codeclosure._goal import (
+    AgentWorker,
+    CommandWorker,
+    GoalStore,
+    PatchWorker,
+    new_goal,
+)
 from execution_system.codeclosure._graph import delivery_input, executors, render
 from execution_system.codeclosure._operations import OPERATIONS
 from execution_system.codeclosure._views import audit, goal_view, listed_status, runners_gone
@@ -65,7 +71,7 @@ class GoalRuntime:
         required: list[str] | None = None,
         protected: list[str] | None = None,
         max_generations: int = 3,
-        worker: CommandWorker | PatchWorker,
+        worker: CommandWorker | PatchWorker | AgentWorker,
         python: str | None = None,
         allow_fewer: list[str] | None = None,
     ) -> dict[str, Any]:

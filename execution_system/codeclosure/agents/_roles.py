@@ -10,6 +10,7 @@ from typing import Any
 
 from contracts import digest_of
 from execution_system.codeclosure._source import protected_digests, source_digest
+from execution_system.codeclosure.agents._agent import agent
 from execution_system.codeclosure.agents._checkrun import is_pytest, output_digest, run_check
 
 Role = Callable[[dict[str, Any], list[str]], dict[str, Any]]
@@ -151,4 +152,5 @@ ROLES: dict[str, Role] = {
     "freeze": freeze,
     "check": check,
     "patch": patch,
+    "agent": agent,
 }
