@@ -263,6 +263,11 @@ MEANINGS: dict[str, str] = {
     "GOAL_CANCELLED": "The goal was cancelled.",
     "PATCH_DOES_NOT_APPLY": "A patch does not apply to the workspace.",
     "CHECK_CANNOT_START": "A check could not be started.",
+    "CHECK_NOT_CANDIDATE": "A check would not test the candidate: it runs under execsys's own "
+    "interpreter by default, or would import the project's packages from outside the project.",
+    "GOAL_FAILED": "`goal start`/`resume` ended with the goal FAILED; the reason follows.",
+    "GOAL_BLOCKED": "`goal start`/`resume` ended with the goal BLOCKED; the reason and the "
+    "next safe action follow.",
     "WORKER_EVENT_CONFLICT": "A worker event conflicts with one already recorded.",
     # HTTP API and console
     "AUTH_REQUIRED": "An HTTP request carries no bearer token or session (HTTP 401).",

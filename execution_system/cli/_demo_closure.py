@@ -94,8 +94,9 @@ async def run_closure_demo(store: str | None) -> int:
         )
         goal = created["goal"]
         emit(
-            f"goal {goal} created (version {created['version']}); tests/ is protected: "
-            "the worker cannot make the check pass by editing it"
+            f"goal {goal} created (version {created['version']}); tests/, conftest.py and "
+            "the test configuration are protected: the worker cannot make the check pass "
+            "by editing them"
         )
         started = time.monotonic()
         view = await runtime.start(goal, created["version"])

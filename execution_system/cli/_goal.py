@@ -1,4 +1,4 @@
-"""``execsys goal create | start | status | resume | cancel | audit``."""
+"""``execsys goal create | start | status | resume | cancel | audit | export | apply``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from execution_system.cli._options import add_lease_ttl
 from execution_system.cli._output import emit, emit_json
 
-DEFAULT_CHECK = f"tests={shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider"
+DEFAULT_CHECK = "tests=PYTHON -m pytest -q -p no:cacheprovider, PYTHON = the project's Python"
 
 
 def register(commands: Any) -> None:
@@ -47,7 +47,27 @@ def register(commands: Any) -> None:
         "--protect",
         action="append",
         metavar="PATH",
-        help="a path the implementation may not change (default: tests)",
+        help="add a path or glob (**/x.py) the implementation may not change "
+        "(always protected: tests, conftest.py, test configuration, CI files)",
+    )
+    create.add_argument(
+        "--unprotect",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="drop one entry of the default protected set (recorded in the goal)",
+    )
+    create.add_argument(
+        "--python",
+        metavar="PATH",
+        help="the project's interpreter (default: PROJECT/.venv, PROJECT/venv, python3 on PATH)",
+    )
+    create.add_argument(
+        "--allow-fewer-tests",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a check that may select fewer tests than the base (repeat)",
     )
     create.add_argument(
         "--max-generations",
@@ -59,6 +79,12 @@ def register(commands: Any) -> None:
     worker = create.add_mutually_exclusive_group(required=True)
     worker.add_argument(
         "--worker-command", metavar="CMD", help="a CLI coding agent speaking the executor protocol"
+    )
+    worker.add_argument(
+        "--agent-command",
+        metavar="CMD",
+        help="any CLI coding agent, run in the candidate with {prompt_file} replaced "
+        "(see examples/agents/)",
     )
     worker.add_argument(
         "--patch",
@@ -103,6 +129,21 @@ def register(commands: Any) -> None:
     _common(status)
     status.set_defaults(handler=_status)
 
+    export = sub.add_parser("export", help="the accepted change, as a diff against the base")
+    export.add_argument("goal", metavar="GOAL", help="goal id")
+    export.add_argument(
+        "--format", choices=["patch"], default="patch", help="patch: a unified diff (default)"
+    )
+    export.add_argument("--output", metavar="FILE", help="write it here (default: stdout)")
+    _common(export)
+    export.set_defaults(handler=_export)
+
+    apply = sub.add_parser("apply", help="apply the accepted change to a clean copy of the base")
+    apply.add_argument("goal", metavar="GOAL", help="goal id")
+    apply.add_argument("--to", required=True, metavar="DIR", help="a clean checkout of the base")
+    _common(apply)
+    apply.set_defaults(handler=_apply)
+
     audit = sub.add_parser("audit", help="the goal's journal and decisions, readable")
     audit.add_argument("goal", metavar="GOAL", help="goal id")
     _common(audit)
@@ -121,12 +162,38 @@ def _runtime(args: argparse.Namespace) -> Any:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from execution_system.codeclosure import CommandWorker, PatchWorker, parse_check
+    from execution_system.codeclosure import (
+        DEFAULT_PROTECTED,
+        CommandWorker,
+        PatchWorker,
+        parse_check,
+    )
 
-    checks = dict(parse_check(text) for text in (args.check or [DEFAULT_CHECK]))
+    checks = dict(parse_check(text) for text in args.check)
+    unknown = [p for p in args.unprotect if p not in DEFAULT_PROTECTED]
+    if unknown:
+        from contracts import ErrorCode, error
+
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            f"{unknown[0]!r} is not in the default protected set",
+            path="--unprotect",
+            expected="one of " + ", ".join(DEFAULT_PROTECTED),
+        )
+    protected = [p for p in DEFAULT_PROTECTED if p not in args.unprotect]
+    protected += [p for p in args.protect or [] if p not in protected]
     worker: Any
     if args.worker_command:
         worker = CommandWorker(argv=tuple(shlex.split(args.worker_command)))
+    elif args.agent_command:
+        from pathlib import Path
+
+        from execution_system.codeclosure import AgentWorker
+
+        words = shlex.split(args.agent_command)
+        if words and "/" in words[0] and Path(words[0]).is_file():
+            words[0] = str(Path(words[0]).resolve())  # the agent runs in the candidate
+        worker = AgentWorker(argv=tuple(words))
     else:
         from pathlib import Path
 
@@ -141,9 +208,11 @@ def _create(args: argparse.Namespace) -> int:
             criteria=args.criterion,
             checks=checks,
             required=args.required,
-            protected=args.protect,
+            protected=protected,
             max_generations=args.max_generations,
             worker=worker,
+            python=args.python,
+            allow_fewer=args.allow_fewer_tests,
         )
     finally:
         runtime.close()
@@ -166,7 +235,21 @@ def _lifecycle(args: argparse.Namespace) -> int:
             view = asyncio.run(runtime.cancel(args.goal, args.expected_version, args.reason))
     finally:
         runtime.close()
-    return _show(view, args.json)
+    _show(view, args.json)
+    if args.action in {"start", "resume"} and view["run_status"] in {"FAILED", "BLOCKED"}:
+        # The goal did not get anywhere good: say so in the exit status and on stderr.
+        from contracts import ErrorCode, error
+
+        code = ErrorCode.GOAL_FAILED if view["run_status"] == "FAILED" else ErrorCode.GOAL_BLOCKED
+        ended = error(
+            code,
+            f"the goal ended {view['run_status']} in {view['phase']}: {view['detail']}",
+            path=view["goal"],
+            expected=f"next: {view['next']}",
+        )
+        sys.stderr.write(f"execsys: {ended.one_line()}\n")
+        return 1
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -179,7 +262,7 @@ def _status(args: argparse.Namespace) -> int:
                 return 0
             for goal in goals:
                 emit(
-                    f"{goal['goal']}  v{goal['version']}  {goal['state']:<9}  "
+                    f"{goal['goal']}  v{goal['version']}  {goal['run_status']:<17}  "
                     f"{goal['objective'][:60]}"
                 )
             return 0
@@ -197,6 +280,10 @@ def _show(view: dict[str, Any], as_json: bool) -> int:
     emit(f"  phase       {view['phase']}")
     emit(f"  run status  {view['run_status']} - {view['detail']}")
     emit(f"  generation  {view['generation']}    attempt {view['attempt']}")
+    if view.get("next"):
+        emit(f"  next        {view['next']}")
+    for note in view.get("notes") or []:
+        emit(f"  note        {note}")
     decision = view.get("decision")
     if decision:
         emit(
@@ -227,6 +314,51 @@ def _show(view: dict[str, Any], as_json: bool) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    try:
+        report = runtime.export(args.goal)
+    finally:
+        runtime.close()
+    header = (
+        f"# execsys goal export {report['goal']}: the accepted change\n"
+        f"# base {report['base']}\n# accepted {report['frozen']}\n"
+        f"# manifest {report['manifest']}\n"
+    )
+    text = header + report["patch"]
+    if args.output:
+        from pathlib import Path
+
+        Path(args.output).write_text(text, encoding="utf-8")
+    summary = {k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files")}
+    if args.json:
+        emit_json({**summary, "output": args.output, **({} if args.output else {"patch": text})})
+    elif args.output:
+        emit(
+            f"goal {report['goal']}: {len(report['files'])} changed file(s) -> {args.output} "
+            f"(manifest {report['manifest']})"
+        )
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    try:
+        report = runtime.apply(args.goal, args.to)
+    finally:
+        runtime.close()
+    if args.json:
+        emit_json(report)
+        return 0
+    emit(f"goal {report['goal']}: applied {len(report['files'])} changed file(s) to {report['to']}")
+    for path in report["files"]:
+        emit(f"  {path}")
+    emit(f"  now {report['frozen']} (manifest {report['manifest']})")
+    return 0
+
+
 def _audit(args: argparse.Namespace) -> int:
     runtime = _runtime(args)
     try:
@@ -250,6 +382,14 @@ def _audit(args: argparse.Namespace) -> int:
             f"    {item['check']}: exit {item['exit_status']} in {item['duration_s']}s, bound to "
             f"{item['frozen']} (spec {item['spec'][:19]}...)"
         )
+        tests, base = item.get("tests"), item.get("base_tests")
+        if tests:
+            emit(
+                f"      tests: {tests['selected']} selected of {tests['collected']} collected "
+                f"({tests['deselected']} deselected), {tests['passed']} passed, "
+                f"{tests['failed']} failed, {tests['skipped']} skipped"
+                + (f"; the base selected {base['selected']}" if base else "")
+            )
     emit("  decisions:")
     for item in report["decisions"]:
         emit(

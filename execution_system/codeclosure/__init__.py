@@ -13,16 +13,25 @@ if _typing.TYPE_CHECKING:
         FailureClass,
         RunStatus,
     )
-    from execution_system.codeclosure._goal import CommandWorker, Goal, PatchWorker, parse_check
+    from execution_system.codeclosure._goal import (
+        DEFAULT_PROTECTED,
+        AgentWorker,
+        CommandWorker,
+        Goal,
+        PatchWorker,
+        parse_check,
+    )
     from execution_system.codeclosure._graph import PHASES, delivery_input, executors, render
     from execution_system.codeclosure._operations import OPERATIONS, manifest_of
     from execution_system.codeclosure._runtime import GoalRuntime
 
 __all__ = [
     "CLASS_OF",
+    "DEFAULT_PROTECTED",
     "OPERATIONS",
     "PHASES",
     "RUN_STATUS_OF",
+    "AgentWorker",
     "CommandWorker",
     "FailureClass",
     "Goal",
@@ -41,6 +50,8 @@ _HOME = {
     "RUN_STATUS_OF": "_failures",
     "FailureClass": "_failures",
     "RunStatus": "_failures",
+    "DEFAULT_PROTECTED": "_goal",
+    "AgentWorker": "_goal",
     "CommandWorker": "_goal",
     "Goal": "_goal",
     "PatchWorker": "_goal",

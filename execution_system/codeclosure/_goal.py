@@ -19,8 +19,34 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import ErrorCode, digest_of, error
+from execution_system.codeclosure._python import check_sees_candidate, discover
 
 _NAME = r"^[A-Za-z0-9_-]{1,40}$"
+
+#: What a worker may never change by default: the tests and everything that decides
+#: which tests run and how (collection, configuration, CI). ``--protect`` adds to it.
+DEFAULT_PROTECTED: tuple[str, ...] = (
+    "tests",
+    "test",
+    "**/conftest.py",
+    "**/test_*.py",
+    "**/*_test.py",
+    "pytest.ini",
+    "pyproject.toml",
+    "setup.cfg",
+    "tox.ini",
+    "noxfile.py",
+    ".github",
+    ".gitlab-ci.yml",
+    ".circleci",
+    ".travis.yml",
+    "azure-pipelines.yml",
+    "Jenkinsfile",
+)
+
+
+#: The default check's arguments after the project's interpreter.
+DEFAULT_PYTEST: tuple[str, ...] = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
 
 
 class _Frozen(BaseModel):
@@ -49,7 +75,18 @@ class PatchWorker(_Frozen):
     """If set, the worker first asks this question (an action-input) and records the answer."""
 
 
-Worker = Annotated[CommandWorker | PatchWorker, Field(discriminator="kind")]
+class AgentWorker(_Frozen):
+    """Any CLI coding agent, run through the generic adapter (``--agent-command``)."""
+
+    kind: Literal["agent"] = "agent"
+    """Discriminator."""
+    argv: tuple[str, ...] = Field(min_length=1)
+    """The agent's command line; ``{prompt_file}`` is replaced by the prompt's path."""
+    timeout_s: float = Field(default=1800.0, gt=0)
+    """Deadline per turn."""
+
+
+Worker = Annotated[CommandWorker | PatchWorker | AgentWorker, Field(discriminator="kind")]
 
 
 class Goal(_Frozen):
@@ -69,8 +106,12 @@ class Goal(_Frozen):
     """Check name -> argv, run against the frozen candidate."""
     required: tuple[str, ...]
     """Checks whose failure rejects the candidate (the others ask for a decision)."""
-    protected: tuple[str, ...] = ("tests",)
-    """Paths the implementation may not change (acceptance-critical)."""
+    protected: tuple[str, ...] = DEFAULT_PROTECTED
+    """Paths and patterns the implementation may not change (acceptance-critical)."""
+    python: str | None = None
+    """The project's interpreter (absolute), when one was given or discovered."""
+    allow_fewer: tuple[str, ...] = ()
+    """Checks allowed to select fewer tests than the base did (the plan says so)."""
     max_generations: int = Field(default=3, ge=1, le=20)
     """How many candidate generations repairs may create."""
     worker: Worker
@@ -82,6 +123,11 @@ class Goal(_Frozen):
 
 
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS execsys_goal_notes (
+    goal TEXT NOT NULL,
+    time REAL NOT NULL,
+    text TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS execsys_goals (
     goal TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
@@ -118,9 +164,18 @@ def new_goal(
     required: list[str] | None,
     protected: list[str] | None,
     max_generations: int,
-    worker: CommandWorker | PatchWorker,
+    worker: CommandWorker | PatchWorker | AgentWorker,
+    python: str | None = None,
+    allow_fewer: list[str] | None = None,
 ) -> Goal:
-    """Validate everything a goal needs before anything is stored."""
+    """Validate everything a goal needs before anything is stored.
+
+    Without checks, the goal gets one: ``tests`` = the project's Python
+    ``-m pytest``. A check whose first word is a bare ``python``/``python3``
+    runs under the project's Python too. Each check that can be questioned is
+    asked where it would import the project from (``CHECK_NOT_CANDIDATE``).
+    Files a check names (``tests/run.py``) join the protected paths.
+    """
     if not [c for c in criteria if c.strip()]:
         raise error(
             ErrorCode.GOAL_INVALID,
@@ -136,13 +191,7 @@ def new_goal(
             path=str(project),
             expected="an existing directory",
         )
-    if not checks:
-        raise error(
-            ErrorCode.GOAL_INVALID,
-            "a goal needs at least one check",
-            path="--check",
-            expected="--check NAME=COMMAND",
-        )
+    checks, interpreter = _resolve_checks(folder, dict(checks), python)
     for name, argv in checks.items():
         program = argv[0]
         found = shutil.which(program) or (folder / program).is_file()
@@ -154,6 +203,17 @@ def new_goal(
                 path=f"--check {name}",
                 expected="an existing program",
             )
+        check_sees_candidate(name, argv, folder)
+    guarded = list(protected if protected is not None else DEFAULT_PROTECTED)
+    guarded += [p for p in _check_inputs(folder, checks) if p not in guarded]
+    unknown_allowed = [c for c in allow_fewer or [] if c not in checks]
+    if unknown_allowed:
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            f"{unknown_allowed[0]!r} is not a check",
+            path="--allow-fewer-tests",
+            expected="one of " + ", ".join(checks),
+        )
     chosen = list(required) if required else list(checks)
     unknown = [r for r in chosen if r not in checks]
     if unknown:
@@ -162,6 +222,15 @@ def new_goal(
             f"required check {unknown[0]!r} is not a check",
             path="--required",
             expected="one of " + ", ".join(checks),
+        )
+    if isinstance(worker, AgentWorker) and not (
+        shutil.which(worker.argv[0]) or Path(worker.argv[0]).is_file()
+    ):
+        raise error(
+            ErrorCode.GOAL_INVALID,
+            "the agent command is not an executable on PATH or a file",
+            path="--agent-command",
+            expected="e.g. 'examples/agents/cli_agent.sh {prompt_file}'",
         )
     if isinstance(worker, PatchWorker):
         for patch in worker.patches:
@@ -175,9 +244,11 @@ def new_goal(
             criteria=tuple(c for c in criteria if c.strip()),
             checks={k: tuple(v) for k, v in checks.items()},
             required=tuple(chosen),
-            protected=tuple(protected if protected is not None else ["tests"]),
+            protected=tuple(guarded),
             max_generations=max_generations,
             worker=worker,
+            python=interpreter,
+            allow_fewer=tuple(allow_fewer or ()),
         )
     except ValidationError as exc:
         # e.g. an empty objective or max_generations out of range: a coded refusal.
@@ -187,6 +258,44 @@ def new_goal(
             first["msg"],
             path=".".join(str(part) for part in first["loc"]),
         ) from None
+
+
+def _resolve_checks(
+    folder: Path, checks: dict[str, tuple[str, ...]], python: str | None
+) -> tuple[dict[str, tuple[str, ...]], str | None]:
+    """Fill in the default check and the project's Python where a check asks for it."""
+    bare = [name for name, argv in checks.items() if argv and _is_bare_python(argv[0])]
+    interpreter = None
+    if python is not None or not checks or bare:
+        interpreter = discover(folder, python)
+    if not checks:
+        assert interpreter is not None
+        return {"tests": (interpreter, *DEFAULT_PYTEST)}, interpreter
+    resolved = {
+        name: ((interpreter, *argv[1:]) if name in bare and interpreter else argv)
+        for name, argv in checks.items()
+    }
+    return resolved, interpreter
+
+
+def _is_bare_python(word: str) -> bool:
+    return "/" not in word and re.match(r"^python(\d+(\.\d+)*)?$", word) is not None
+
+
+def _check_inputs(folder: Path, checks: dict[str, tuple[str, ...]]) -> list[str]:
+    """Project files a check's command line names: part of what judges the candidate."""
+    named: list[str] = []
+    root = folder.resolve()
+    for argv in checks.values():
+        for word in argv:
+            if word.startswith("-") or "\n" in word:
+                continue
+            path = (folder / word).resolve()
+            if path != root and path.is_relative_to(root) and path.is_file():
+                rel = path.relative_to(root).as_posix()
+                if rel not in named:
+                    named.append(rel)
+    return named
 
 
 class GoalStore:
@@ -230,6 +339,7 @@ class GoalStore:
             )
         return {
             "goal": Goal.model_validate_json(row[2]),
+            "notes": self.notes(goal_id),
             "id": row[0],
             "version": row[1],
             "delivery": row[3],
@@ -257,6 +367,21 @@ class GoalStore:
                     expected=f"--expected-version {current['version']}",
                 )
         return self.get(goal_id)
+
+    def note(self, goal_id: str, text: str) -> None:
+        """Record why something about the goal failed outside its delivery's journal."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT INTO execsys_goal_notes (goal, time, text) VALUES (?, ?, ?)",
+                (goal_id, time.time(), text),
+            )
+
+    def notes(self, goal_id: str) -> list[str]:
+        """The goal's notes, oldest first."""
+        rows = self.conn.execute(
+            "SELECT text FROM execsys_goal_notes WHERE goal = ? ORDER BY time", (goal_id,)
+        ).fetchall()
+        return [text for (text,) in rows]
 
     def check_version(self, goal_id: str, expected: int) -> dict[str, Any]:
         """Refuse a stale command before looking at anything else."""

@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from contracts import CommandBinding, ExecutorBinding
-from execution_system.codeclosure._goal import CommandWorker, Goal
+from execution_system.codeclosure._goal import AgentWorker, CommandWorker, Goal
 
 DECISIONS = ["ACCEPT", "REJECT_REPAIRABLE", "REJECT_BLOCKED", "NEEDS_DECISION", "ENGINE_ERROR"]
 DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
@@ -40,6 +40,8 @@ EVIDENCE = {
         "frozen": DIGEST,
         "spec": DIGEST,
         "tail": {"type": "string"},
+        "tests": {"type": ["object", "null"]},
+        "base_tests": {"type": ["object", "null"]},
     },
     "required": ["check", "exit_status", "output_digest", "duration_s", "frozen", "spec"],
     "additionalProperties": False,
@@ -68,7 +70,7 @@ def render(goal: Goal) -> dict[str, Any]:
             "kind": "action",
             "executor": "discovery",
             "workspace": "read",
-            "inputs": {"objective": "input.objective"},
+            "inputs": {"objective": "input.objective", "checks": "input.checks"},
             "outputs": {"facts": {"type": "object"}},
             "next": "PLAN",
         },
@@ -103,6 +105,8 @@ def render(goal: Goal) -> dict[str, Any]:
                 "objective": "input.objective",
                 "plan": "PLAN.plan",
                 "worker": "input.worker",
+                "criteria": "input.criteria",
+                "protected": "input.protected",
                 "feedback": "FINAL_VERIFY.feedback?",
             },
             "outputs": {"summary": {"type": "string"}},
@@ -113,7 +117,12 @@ def render(goal: Goal) -> dict[str, Any]:
             "kind": "action",
             "executor": "freeze",
             "workspace": "read",
-            "outputs": {"frozen": DIGEST, "files": {"type": "integer", "minimum": 0}},
+            "inputs": {"protected": "input.protected"},
+            "outputs": {
+                "frozen": DIGEST,
+                "files": {"type": "integer", "minimum": 0},
+                "protected": {"type": "object", "additionalProperties": DIGEST},
+            },
             "max_visits": goal.max_generations,
             "next": "EVIDENCE_BUILD",
         },
@@ -139,6 +148,8 @@ def render(goal: Goal) -> dict[str, Any]:
                 "required": "input.required",
                 "specs": "input.specs",
                 "max_generations": "input.max_generations",
+                "allow_fewer": "input.allow_fewer",
+                "protected": "SOURCE_FREEZE.protected",
                 **{
                     f"ev_{c}": f"{check_node(c)}.evidence" + ("" if c in goal.required else "?")
                     for c in checks
@@ -209,7 +220,11 @@ def render(goal: Goal) -> dict[str, Any]:
             "kind": "action",
             "executor": check_node(name),
             "workspace": "read",
-            "inputs": {"frozen": "SOURCE_FREEZE.frozen", "checks": "input.checks"},
+            "inputs": {
+                "frozen": "SOURCE_FREEZE.frozen",
+                "checks": "input.checks",
+                "facts": "DISCOVERY.facts",
+            },
             "outputs": {"evidence": EVIDENCE},
             "next": "EVIDENCE_JOIN",
         }
@@ -239,6 +254,8 @@ def delivery_input(goal: Goal) -> dict[str, Any]:
         "specs": {name: goal.spec_digest(name) for name in goal.checks},
         "required": list(goal.required),
         "max_generations": goal.max_generations,
+        "protected": list(goal.protected),
+        "allow_fewer": list(goal.allow_fewer),
         "worker": goal.worker.model_dump(mode="json"),
     }
 
@@ -261,6 +278,11 @@ def executors(goal: Goal) -> dict[str, ExecutorBinding]:
     worker = goal.worker
     if isinstance(worker, CommandWorker):
         bindings["worker"] = CommandBinding(command=worker.argv, timeout_s=worker.timeout_s)
+    elif isinstance(worker, AgentWorker):
+        # The adapter's own deadline is the agent's; give the turn a little more.
+        bindings["worker"] = CommandBinding(
+            command=_agent("agent").command, timeout_s=worker.timeout_s + 60.0
+        )
     else:
         bindings["worker"] = _agent("patch")
     return bindings

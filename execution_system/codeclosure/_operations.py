@@ -7,27 +7,61 @@ revision, frozen digest and evidence set always give the same decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contracts import digest_of
 from host import Operation, OperationContext
 
 
-def manifest_of(revision: int, frozen: str, evidence: Mapping[str, Any]) -> dict[str, Any]:
-    """The acceptance input manifest: goal revision, frozen digest, evidence set."""
-    return {
+def manifest_of(
+    revision: int,
+    frozen: str,
+    evidence: Mapping[str, Any],
+    protected: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The acceptance input manifest: goal revision, frozen digest, evidence set.
+
+    ``protected`` (path -> content digest of every protected file of the frozen
+    tree) binds the tests and configuration the decision relied on.
+    """
+    manifest: dict[str, Any] = {
         "goal_revision": revision,
         "frozen": frozen,
         "evidence": {name: dict(evidence[name]) for name in sorted(evidence)},
     }
+    if protected is not None:
+        manifest["protected"] = {path: protected[path] for path in sorted(protected)}
+    return manifest
+
+
+def shortfall(name: str, item: Mapping[str, Any], allow_fewer: Sequence[str]) -> str | None:
+    """Why a check's evidence is not a pass although it exited 0, or None.
+
+    A check that reports what it ran (test counts) must have run at least one
+    test, and no fewer than the base did unless the goal allows it; a check
+    whose base reported counts must report them too.
+    """
+    tests, base = item.get("tests"), item.get("base_tests")
+    if tests is None:
+        return "it did not report which tests ran (the base did)" if base else None
+    selected = int(tests.get("selected", 0))
+    if selected == 0:
+        return "it ran no tests"
+    if base and selected < int(base.get("selected", 0)) and name not in allow_fewer:
+        return (
+            f"it selected {selected} tests, fewer than the base's {base['selected']} "
+            f"({tests.get('deselected', 0)} deselected)"
+        )
+    return None
 
 
 def accept(inputs: Mapping[str, Any], context: OperationContext) -> dict[str, Any]:
     """FINAL_VERIFY: decide over exactly one manifest."""
     frozen = str(inputs["frozen"])
     evidence = {key[3:]: value for key, value in inputs.items() if key.startswith("ev_")}
-    manifest = digest_of(manifest_of(int(inputs["revision"]), frozen, evidence))
+    protected = inputs.get("protected")
+    manifest = digest_of(manifest_of(int(inputs["revision"]), frozen, evidence, protected))
     generation = int(context.visits.get("IMPLEMENT", 1))
     base = {"manifest": manifest, "frozen": frozen, "generation": generation}
     specs = inputs["specs"]
@@ -45,11 +79,17 @@ def accept(inputs: Mapping[str, Any], context: OperationContext) -> dict[str, An
         )
         return {**base, "decision": "ENGINE_ERROR", "feedback": why}
     required = [name for name in inputs["required"] if name in evidence]
-    failing = sorted(name for name, item in evidence.items() if item["exit_status"] != 0)
+    allowed = list(inputs.get("allow_fewer") or [])
+    short = {name: shortfall(name, item, allowed) for name, item in evidence.items()}
+    failing = sorted(
+        name for name, item in evidence.items() if item["exit_status"] != 0 or short[name]
+    )
     failing_required = [name for name in failing if name in required]
     if not failing:
         return {**base, "decision": "ACCEPT", "feedback": "every selected check passed"}
-    tails = "; ".join(f"{name}: {evidence[name].get('tail', '')}" for name in failing)
+    tails = "; ".join(
+        f"{name}: {short[name] or evidence[name].get('tail', '')}" for name in failing
+    )
     if failing_required:
         if generation < int(inputs["max_generations"]):
             return {

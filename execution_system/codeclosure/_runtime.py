@@ -12,13 +12,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts import AuthorityPolicy, ErrorCode, error, sqlite_path
+from contracts import AuthorityPolicy, ErrorCode, ExecsysError, error, sqlite_path
 from execution_system._admission import admit, parse_graph
-from execution_system._compose import factory_config, open_runner
-from execution_system.codeclosure._goal import CommandWorker, GoalStore, PatchWorker, new_goal
+from execution_system._compose import data_dir, factory_config, open_runner
+from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
+from execution_system.codeclosure._goal import (
+    AgentWorker,
+    CommandWorker,
+    GoalStore,
+    PatchWorker,
+    new_goal,
+)
 from execution_system.codeclosure._graph import delivery_input, executors, render
 from execution_system.codeclosure._operations import OPERATIONS
-from execution_system.codeclosure._views import audit, goal_view
+from execution_system.codeclosure._views import audit, goal_view, listed_status, runners_gone
+from execution_system.codeclosure.agents._checkrun import sweep
+from execution_system.custody import FileCustody
 from host import OPERATIONS as BUILTIN
 
 
@@ -34,6 +43,7 @@ class GoalRuntime:
 
     def __init__(self, store: str | None = None, *, lease_ttl: str | None = None) -> None:
         config = factory_config(store)
+        self.config = config
         raw = sqlite_path(config.store)
         if raw is None:
             raise error(
@@ -57,22 +67,26 @@ class GoalRuntime:
         objective: str,
         project: str,
         criteria: list[str],
-        checks: dict[str, tuple[str, ...]],
+        checks: dict[str, tuple[str, ...]] | None = None,
         required: list[str] | None = None,
         protected: list[str] | None = None,
         max_generations: int = 3,
-        worker: CommandWorker | PatchWorker,
+        worker: CommandWorker | PatchWorker | AgentWorker,
+        python: str | None = None,
+        allow_fewer: list[str] | None = None,
     ) -> dict[str, Any]:
         """Validate and store a goal (version 1, READY); dispatch nothing."""
         goal = new_goal(
             objective=objective,
             project=project,
             criteria=criteria,
-            checks=checks,
+            checks=checks or {},
             required=required,
             protected=protected,
             max_generations=max_generations,
             worker=worker,
+            python=python,
+            allow_fewer=allow_fewer,
         )
         # Render and admit once now: a goal whose graph could not run is never stored.
         admit(
@@ -108,7 +122,12 @@ class GoalRuntime:
             nonce=goal.id,
         )
         self.goals.advance(goal_id, expected, state="STARTED", delivery=delivery.delivery_id)
-        await self.host.run(delivery, seed=goal.project, created_by=f"goal:{goal.id}")
+        try:
+            await self.host.run(delivery, seed=goal.project, created_by=f"goal:{goal.id}")
+        except ExecsysError as exc:
+            # e.g. the project could not be copied: the goal must still explain itself.
+            self.goals.note(goal_id, f"goal start failed: {exc.one_line()}")
+            raise
         await self._after_run(delivery.delivery_id)
         return self.view(goal_id)
 
@@ -150,6 +169,7 @@ class GoalRuntime:
                 expected="a blocked goal (answer questions with 'execsys input')",
             )
         self.goals.advance(goal_id, expected, state="STARTED")
+        sweep()  # scratch copies of checks whose agents died with the old runner
         if status in {"stopped", "intervention", "running"}:
             await self.host.recover(delivery, "continue", reason=reason)
         else:
@@ -184,8 +204,29 @@ class GoalRuntime:
                 )
             if status not in {"failed", "cancelled", "retired"}:
                 await self.host.cancel(row["delivery"], reason=reason)
+            sweep(row["delivery"])
         self.goals.advance(goal_id, expected, state="CANCELLED")
         return self.view(goal_id)
+
+    def export(self, goal_id: str) -> dict[str, Any]:
+        """The accepted change as a unified diff against the goal's base, with its digests."""
+        row = self.goals.get(goal_id)
+        facts = accepted(row, self.host)
+        with trees(self._custody(), row["delivery"], facts) as (base, after):
+            paths = changed(base, after)
+            patch = unified_diff(base, after, paths)
+        return {**facts, "format": "patch", "files": paths, "patch": patch}
+
+    def apply(self, goal_id: str, target: str) -> dict[str, Any]:
+        """Write the accepted change onto ``target``, a clean copy of the goal's base."""
+        row = self.goals.get(goal_id)
+        facts = accepted(row, self.host)
+        with trees(self._custody(), row["delivery"], facts) as (base, after):
+            paths = apply_to(Path(target), base, after, facts)
+        return {**facts, "to": str(Path(target).resolve()), "files": paths}
+
+    def _custody(self) -> FileCustody:
+        return FileCustody(data_dir(self.config) / "custody")
 
     def view(self, goal_id: str) -> dict[str, Any]:
         """The goal's status document."""
@@ -196,5 +237,11 @@ class GoalRuntime:
         return audit(self.goals.get(goal_id), self.host)
 
     def list(self) -> list[dict[str, Any]]:
-        """Every goal."""
-        return self.goals.list()
+        """Every goal, with its run status (derived like ``goal status``'s)."""
+        rows = self.goals.list()
+        statuses = {row["goal"]: listed_status(row, self.host, set()) for row in rows}
+        if "RUNNING" in statuses.values():
+            # Only then is it worth asking which runners are gone.
+            gone = runners_gone(self.host)
+            statuses = {row["goal"]: listed_status(row, self.host, gone) for row in rows}
+        return [{**row, "run_status": statuses[row["goal"]]} for row in rows]

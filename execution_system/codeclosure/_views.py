@@ -9,8 +9,9 @@ each MUTABLE -> FREEZING -> FROZEN -> ACCEPTED | REJECTED | INVALIDATED).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, assert_never
 
+from contracts import ErrorCode, ExecsysError
 from execution_system.codeclosure._failures import RUN_STATUS_OF, RunStatus, classify
 from execution_system.codeclosure._graph import PHASES
 
@@ -32,9 +33,18 @@ def phase_of(node: str) -> str | None:
 
 
 def run_status(
-    state: str, delivery_status: str | None, outcome: str | None, failed_code: str | None
+    state: str,
+    delivery_status: str | None,
+    outcome: str | None,
+    failed_code: str | None,
+    *,
+    runner_gone: bool = False,
 ) -> tuple[RunStatus, str]:
-    """(run status, detail) from the goal's and its delivery's states."""
+    """(run status, detail) from the goal's and its delivery's states.
+
+    A delivery still marked running whose runner holds no lease any more was
+    interrupted (the runner was killed or crashed): BLOCKED, not RUNNING.
+    """
     if state == "CANCELLED" or delivery_status == "cancelled":
         return RunStatus.CANCELLED, "cancelled by request (never closed)"
     if delivery_status is None:
@@ -43,8 +53,10 @@ def run_status(
         return RunStatus.CLOSED, "closed with a current ACCEPT"
     if delivery_status in {"suspended", "waiting"}:
         return RunStatus.WAITING_FOR_INPUT, delivery_status
+    if delivery_status == "running" and runner_gone:
+        return RunStatus.BLOCKED, "interrupted: its runner is gone (killed or crashed)"
     if delivery_status == "running":
-        return RunStatus.RUNNING, "running"
+        return RunStatus.RUNNING, "running (its runner is alive)"
     if delivery_status in {"stopped", "intervention"}:
         return RunStatus.BLOCKED, f"{delivery_status}: needs a directive"
     if outcome == "blocked":
@@ -71,8 +83,27 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
     }
     if row["delivery"] is None:
         status, detail = run_status(row["state"], None, None, None)
-        return {**view, "run_status": status.value, "detail": detail}
-    report = host.inspect(row["delivery"])
+        return {
+            **view,
+            "run_status": status.value,
+            "detail": detail,
+            "next": next_action(status, goal.id, row["version"], None),
+        }
+    view["notes"] = list(row.get("notes") or [])
+    try:
+        report = host.inspect(row["delivery"])
+    except ExecsysError as exc:
+        if exc.code != ErrorCode.DELIVERY_NOT_FOUND:
+            raise
+        # The start failed before the Host recorded the delivery (e.g. seeding).
+        why = view["notes"][-1] if view["notes"] else "the start failed before it began"
+        return {
+            **view,
+            "run_status": RunStatus.FAILED.value,
+            "detail": why,
+            "delivery_status": None,
+            "next": "fix the cause shown in detail, then create a new goal",
+        }
     events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
     failed_code = next(
         (
@@ -87,6 +118,7 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
         report["status"],
         report.get("outcome"),
         failed_code if report["status"] == "failed" else None,
+        runner_gone=report["status"] == "running" and _runner_gone(host, row["delivery"]),
     )
     phase = "DISCOVERY"
     for event in events:
@@ -107,8 +139,81 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
         delivery_status=report["status"],
         question=report.get("suspension"),
         wait=report.get("wait"),
+        next=next_action(status, goal.id, row["version"], report.get("outcome")),
     )
     return view
+
+
+def listed_status(row: dict[str, Any], host: Any, gone: set[str]) -> str:
+    """The run status alone, cheaply (for listings): ``gone`` = deliveries whose runner is gone."""
+    if row["delivery"] is None:
+        return run_status(row["state"], None, None, None)[0].value
+    try:
+        report = host.status(row["delivery"])
+    except ExecsysError as exc:
+        if exc.code != ErrorCode.DELIVERY_NOT_FOUND:
+            raise
+        return RunStatus.FAILED.value
+    status = report.status.value
+    failed_code = None
+    if status == "failed":
+        events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
+        failed_code = next(
+            (
+                e["error"]["code"]
+                for e in reversed(events)
+                if e["transition"] == "work-failed" and e.get("error")
+            ),
+            None,
+        )
+    found, _ = run_status(
+        row["state"], status, report.outcome, failed_code, runner_gone=row["delivery"] in gone
+    )
+    return found.value
+
+
+def runners_gone(host: Any) -> set[str]:
+    """Deliveries marked running whose runner holds no lease (killed or crashed)."""
+    return {
+        item["delivery"]
+        for item in host.needs_directive()
+        if any("runner is gone" in reason for reason in item["reasons"])
+    }
+
+
+def _runner_gone(host: Any, delivery: str) -> bool:
+    for item in host.needs_directive():
+        if item["delivery"] == delivery:
+            return any("runner is gone" in reason for reason in item["reasons"])
+    return False
+
+
+def next_action(status: RunStatus, goal: str, version: int, outcome: str | None) -> str:
+    """The next safe action for a goal in ``status``, as a command line or a sentence."""
+    resume = f"execsys goal resume {goal} --expected-version {version} --reason TEXT"
+    if status is RunStatus.READY:
+        return f"execsys goal start {goal} --expected-version {version}"
+    if status is RunStatus.RUNNING:
+        return f"wait: its runner is alive (execsys goal status {goal})"
+    if status is RunStatus.WAITING_FOR_INPUT:
+        return "answer the question or decide the wait (shown above)"
+    if status is RunStatus.BLOCKED and outcome == "blocked":
+        return (
+            "none on this goal: no generation left to repair it; create a new goal "
+            "(more --max-generations, another worker or patch)"
+        )
+    if status is RunStatus.BLOCKED:
+        return resume
+    if status is RunStatus.FAILED:
+        return (
+            "none on this goal (nothing was accepted; 'goal audit' shows why); "
+            "fix the cause and create a new goal"
+        )
+    if status is RunStatus.CANCELLED:
+        return "none: a cancelled goal never continues"
+    if status is RunStatus.CLOSED:
+        return f"execsys goal export {goal} --output FILE, or goal apply {goal} --to DIR"
+    assert_never(status)
 
 
 def _latest_decision(host: Any, events: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -175,7 +280,7 @@ def candidates(host: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def audit(row: dict[str, Any], host: Any) -> dict[str, Any]:
     """The ``goal audit`` document: the journal in readable form, and every decision."""
     view = goal_view(row, host)
-    if row["delivery"] is None:
+    if row["delivery"] is None or view.get("delivery_status", "") is None:
         return {**view, "journal": [], "decisions": [], "evidence": []}
     events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
     journal = [

@@ -2,5 +2,6 @@
 
 from execution_system.custody._custody import FileCustody, SnapshotReport
 from execution_system.custody._recovery import compare_heads
+from execution_system.custody._tree import DEFAULT_EXCLUDED, protected_by
 
-__all__ = ["FileCustody", "SnapshotReport", "compare_heads"]
+__all__ = ["DEFAULT_EXCLUDED", "FileCustody", "SnapshotReport", "compare_heads", "protected_by"]

@@ -56,6 +56,7 @@ from execution_system.custody._durable import file_lock, fsync_dir
 from execution_system.custody._restore import materialize, verify
 from execution_system.custody._state import DeliveryState, check_delivery
 from execution_system.custody._tree import (
+    DEFAULT_EXCLUDED,
     Refusal,
     Scan,
     Tree,
@@ -63,6 +64,7 @@ from execution_system.custody._tree import (
     decode_manifest,
     diff,
     encode_manifest,
+    protected_by,
     savepoint_of,
     scan,
     tree_bytes,
@@ -108,8 +110,15 @@ class FileCustody:
     capability issue/expiry and savepoint records (tests inject one).
     """
 
-    def __init__(self, root: Path | str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        clock: Callable[[], float] = time.time,
+        seed_exclude: frozenset[str] = DEFAULT_EXCLUDED,
+    ) -> None:
         self._root = Path(root).absolute()
+        self._seed_exclude = seed_exclude
         self._clock = clock
         self._state = DeliveryState(self._root / "deliveries")
         self._blobs = BlobStore(self._root / "blobs")
@@ -242,7 +251,7 @@ class FileCustody:
                 staging.mkdir()
                 try:
                     if seed is not None:
-                        copy_seed(Path(seed), staging, self._blobs)
+                        copy_seed(Path(seed), staging, self._blobs, self._seed_exclude)
                     os.rename(staging, workspace)
                 except BaseException:
                     remove_tree(staging)
@@ -522,6 +531,28 @@ class FileCustody:
         except Refusal as refusal:
             _raise(refusal)
 
+    def export(self, delivery: DeliveryId, savepoint: SavepointId, target: Path) -> None:
+        """Write a recorded savepoint's tree into the empty folder ``target``, verified.
+
+        The delivery's workspace is not touched; ``target`` is the caller's.
+        """
+        try:
+            tree = self._tree(check_delivery(delivery), savepoint)
+        except Refusal as refusal:
+            _raise(refusal)
+        except ValueError as exc:
+            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
+        target.mkdir(parents=True, exist_ok=True)
+        problems = materialize(target, tree, self._blobs, {})
+        differences, _ = verify(target, tree, {}, full_verify=True)
+        if problems or differences:
+            raise error(
+                ErrorCode.CUSTODY_RESTORE_UNCERTAIN,
+                "the savepoint could not be written exactly: "
+                + "; ".join(problems + differences)[:500],
+                path=savepoint,
+            )
+
     def manifest(self, delivery: DeliveryId, savepoint: SavepointId) -> tuple[FileEntry, ...]:
         """The entries of a recorded savepoint, sorted by path."""
         try:
@@ -542,7 +573,7 @@ def _check_changes(claims: CapabilityClaims, changed: list[str]) -> None:
             changed[0],
             f"a read capability allows no change; {len(changed)} path(s) changed",
         )
-    guarded = [path for path in changed if claims.protected and within(path, claims.protected)]
+    guarded = [path for path in changed if protected_by(path, claims.protected)]
     if guarded:
         raise Refusal(
             ErrorCode.CUSTODY_PROTECTED_PATH,

@@ -13,6 +13,7 @@ name that is not UTF-8 or contains control characters.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -45,6 +46,27 @@ _RACY_NS = 50_000_000
 _HASH_THREADS = min(4, os.cpu_count() or 1)
 
 _CONTROL = frozenset(chr(c) for c in [*range(0x20), 0x7F])
+
+#: Folder names a seed is copied without, at any depth: version control,
+#: virtual environments and caches (machine-specific, rebuilt, often large, and
+#: a venv's absolute interpreter symlinks could not be represented anyway).
+DEFAULT_EXCLUDED: frozenset[str] = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".eggs",
+        "node_modules",
+    }
+)
 
 
 class Entry(NamedTuple):
@@ -137,6 +159,39 @@ def within(path: str, prefixes: tuple[str, ...]) -> bool:
     if not prefixes:
         return True
     return any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)
+
+
+_GLOB = frozenset("*?[")
+
+
+def _match_parts(parts: list[str], pattern: list[str]) -> bool:
+    """Whether ``parts`` start with components matching ``pattern`` (``**``: any run)."""
+    if not pattern:
+        return True  # the pattern named a folder: everything below it matches
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_match_parts(parts[i:], rest) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], head) and _match_parts(parts[1:], rest)
+
+
+def protected_by(path: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``path`` is guarded by one of ``patterns``.
+
+    A pattern without glob characters is a prefix, as in :func:`within`
+    (``tests`` guards ``tests`` and everything below it). A pattern with
+    ``*``, ``?`` or ``[`` is matched per path component with
+    :func:`fnmatch.fnmatchcase`, ``**`` standing for any number of components
+    (``**/conftest.py`` guards a ``conftest.py`` in every folder); a match on
+    a folder guards everything below it, like a prefix.
+    """
+    parts = path.split("/")
+    for pattern in patterns:
+        if _GLOB.isdisjoint(pattern):
+            if path == pattern or path.startswith(pattern + "/"):
+                return True
+        elif _match_parts(parts, pattern.split("/")):
+            return True
+    return False
 
 
 def _describe(fmt: int) -> str:
@@ -271,6 +326,7 @@ def scan(
     full_verify: bool = False,
     strict: bool = True,
     stored: Set[str] = frozenset(),
+    skip: Set[str] = frozenset(),
 ) -> Scan:
     """Observe the tree under ``root``.
 
@@ -280,7 +336,8 @@ def scan(
     otherwise refusals are collected in ``errors`` and the entry is left out.
     ``stored`` names digests known to be in the blob store (those of a
     recorded manifest: never collected while the delivery lives), which spares
-    a cache hit the existence check.
+    a cache hit the existence check. Folders named in ``skip`` are left out
+    wherever they are (used to copy a seed without its ``.git/`` or venv).
     """
     now_ns = time.time_ns()
     root_real = os.path.realpath(root)
@@ -309,7 +366,8 @@ def scan(
                 st = child.stat(follow_symlinks=False)
                 fmt = stat.S_IFMT(st.st_mode)
                 if fmt == stat.S_IFDIR:
-                    stack.append((rel, child.path))
+                    if child.name not in skip:
+                        stack.append((rel, child.path))
                 elif fmt == stat.S_IFLNK:
                     result.tree[rel] = _link_entry(root_real, child.path, rel, batch)[0]
                 elif fmt != stat.S_IFREG:

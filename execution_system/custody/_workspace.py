@@ -15,13 +15,16 @@ from execution_system.custody._restore import materialize, verify
 from execution_system.custody._tree import Refusal, scan
 
 
-def copy_seed(seed: Path, target: Path, blobs: BlobStore) -> None:
+def copy_seed(
+    seed: Path, target: Path, blobs: BlobStore, exclude: frozenset[str] = frozenset()
+) -> None:
     """Copy a seed directory into the empty ``target`` through the blob store.
 
     The seed is scanned with the same rules as a workspace (so a symlink
     leaving the seed, a device, FIFO, socket or setuid file, or an unsafe name
     is ``CUSTODY_SEED_INVALID``), its contents are stored as blobs, and the
-    tree is materialized and verified like a restore.
+    tree is materialized and verified like a restore. Folders named in
+    ``exclude`` are not copied, at any depth.
     """
     if not seed.is_dir():
         raise error(
@@ -29,7 +32,7 @@ def copy_seed(seed: Path, target: Path, blobs: BlobStore) -> None:
         )
     batch = blobs.batch()
     try:
-        tree = scan(seed, cache={}, batch=batch, full_verify=True).tree
+        tree = scan(seed, cache={}, batch=batch, full_verify=True, skip=exclude).tree
         batch.commit()
     except Refusal as refusal:
         raise error(

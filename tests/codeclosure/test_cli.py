@@ -63,6 +63,9 @@ CASES = {
     "bad-check-syntax": (ErrorCode.GOAL_INVALID, {}, ["--check", "no equals sign"]),
     "empty-objective": (ErrorCode.GOAL_INVALID, {}, ["--objective="]),
     "zero-generations": (ErrorCode.GOAL_INVALID, {}, ["--max-generations", "0"]),
+    "unknown-unprotect": (ErrorCode.GOAL_INVALID, {}, ["--unprotect", "src"]),
+    "unknown-allow-fewer": (ErrorCode.GOAL_INVALID, {}, ["--allow-fewer-tests", "lint"]),
+    "python-not-a-file": (ErrorCode.CHECK_CANNOT_START, {}, ["--python", "/nonexistent/python"]),
 }
 
 
@@ -101,7 +104,11 @@ def test_a_patch_that_does_not_apply_fails_the_goal_and_restores_the_workspace(
     done = execsys(
         "goal", "start", created["goal"], "--expected-version", "1", "--json", store=sample.store
     )
-    assert done.returncode == 0, done.stderr
+    # A goal that ends FAILED is a failed command: exit 1, the reason on stderr.
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"execsys: GOAL_FAILED at {created['goal']}: the goal ended FAILED")
+    assert "PROTOCOL_ERROR (NODE_FAILED)" in line
     view = json.loads(done.stdout)
     assert view["run_status"] == "FAILED"
     assert view["phase"] == "IMPLEMENT"

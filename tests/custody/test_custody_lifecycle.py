@@ -19,7 +19,13 @@ Workspace = Callable[[], Path]
 
 
 def test_exported_names() -> None:
-    assert sorted(custody_package.__all__) == ["FileCustody", "SnapshotReport", "compare_heads"]
+    assert sorted(custody_package.__all__) == [
+        "DEFAULT_EXCLUDED",
+        "FileCustody",
+        "SnapshotReport",
+        "compare_heads",
+        "protected_by",
+    ]
 
 
 def _protocol_methods() -> list[str]:

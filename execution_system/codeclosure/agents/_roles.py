@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from contracts import digest_of
-from execution_system.codeclosure._source import source_digest
+from execution_system.codeclosure._source import protected_digests, source_digest
+from execution_system.codeclosure.agents._agent import agent
+from execution_system.codeclosure.agents._checkrun import is_pytest, output_digest, run_check
 
 Role = Callable[[dict[str, Any], list[str]], dict[str, Any]]
 OBSERVATION_WINDOW_S = 0.2
@@ -24,15 +23,36 @@ def _done(**output: Any) -> dict[str, Any]:
 
 
 def discovery(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
-    """Record the base identity of the project and what it contains (read only)."""
+    """Record the base identity of the project, what it contains, and what its tests select.
+
+    ``baseline`` holds, per pytest check, the counts of a collection-only run on
+    the base: a candidate's check may not select fewer tests than that.
+    """
     digest, files = source_digest(Path.cwd())
     tops = sorted({p.split("/", 1)[0] for p in _files(Path.cwd())})
+    baseline: dict[str, Any] = {}
+    for name, argv in (request["input"].get("checks") or {}).items():
+        if not is_pytest(argv):
+            continue
+        try:
+            ran = run_check(
+                argv,
+                Path.cwd(),
+                request["delivery"],
+                timeout_s=CHECK_TIMEOUT_S,
+                extra=("--collect-only", "-q"),
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            baseline[name] = None
+            continue
+        baseline[name] = ran.tests
     return _done(
         facts={
             "base": digest,
             "files": files,
             "top_level": tops[:50],
             "objective": request["input"]["objective"],
+            "baseline": baseline,
         }
     )
 
@@ -54,13 +74,18 @@ def planner(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
 
 
 def freeze(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
-    """Compute the candidate digest twice across an observation window; it must not move."""
+    """Compute the candidate digest twice across an observation window; it must not move.
+
+    Also records the content digest of every protected file, which the
+    acceptance manifest binds.
+    """
     first, files = source_digest(Path.cwd())
     time.sleep(OBSERVATION_WINDOW_S)
     second, _ = source_digest(Path.cwd())
     if first != second:
         return {"status": "failed", "reason": "source-changed-during-freeze"}
-    return _done(frozen=first, files=files)
+    patterns = tuple((request.get("input") or {}).get("protected") or ())
+    return _done(frozen=first, files=files, protected=protected_digests(Path.cwd(), patterns))
 
 
 def check(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
@@ -69,36 +94,27 @@ def check(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
     data = request["input"]
     argv = list(data["checks"][name])
     spec = digest_of({"check": name, "argv": argv})
-    with tempfile.TemporaryDirectory(prefix="execsys-check-") as scratch:
-        copy = Path(scratch) / "candidate"
-        shutil.copytree(Path.cwd(), copy, symlinks=True)
-        observed, _ = source_digest(copy)
-        started = time.monotonic()
-        try:
-            done = subprocess.run(
-                argv,
-                cwd=copy,
-                capture_output=True,
-                timeout=CHECK_TIMEOUT_S,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except FileNotFoundError:
-            return {"status": "failed", "reason": "check-cannot-start"}
-        except subprocess.TimeoutExpired:
-            return {"status": "failed", "reason": "check-timed-out", "retryable": True}
-        duration = time.monotonic() - started
-    output = done.stdout + done.stderr
-    tail = (output.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+    try:
+        ran = run_check(
+            argv, Path.cwd(), request["delivery"], timeout_s=CHECK_TIMEOUT_S, digest=source_digest
+        )
+    except FileNotFoundError:
+        return {"status": "failed", "reason": "check-cannot-start"}
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "reason": "check-timed-out", "retryable": True}
+    tail = (ran.output.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+    baseline = ((data.get("facts") or {}).get("baseline") or {}).get(name)
     return _done(
         evidence={
             "check": name,
-            "exit_status": done.returncode,
-            "output_digest": "sha256:" + hashlib.sha256(output).hexdigest(),
-            "duration_s": round(duration, 3),
-            "frozen": observed,
+            "exit_status": ran.exit_status,
+            "output_digest": output_digest(ran.output),
+            "duration_s": round(ran.duration_s, 3),
+            "frozen": ran.observed,
             "spec": spec,
             "tail": tail,
+            "tests": ran.tests,
+            "base_tests": baseline,
         }
     )
 
@@ -136,4 +152,5 @@ ROLES: dict[str, Role] = {
     "freeze": freeze,
     "check": check,
     "patch": patch,
+    "agent": agent,
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""A deterministic "coding agent" for tests and demos: edits files by a script.
+
+Usage: ``scripted_editor.py SCRIPT.json PROMPT_FILE``. The script is a list of
+steps, one per turn of the goal (generation N uses step N; the last repeats).
+A step is ``{"ask": "question"}`` (written to ``$EXECSYS_QUESTION_FILE``
+unless the prompt already holds an answer) and/or ``{"replace": [[path, old,
+new], ...]}`` (text replacements in the current directory). Turns that edited
+are counted in ``SCRIPT.count`` beside the script, so step N is generation N's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    """Apply this turn's step."""
+    script = json.loads(Path(sys.argv[1]).read_text())
+    prompt = Path(sys.argv[2]).read_text()
+    counter = Path(sys.argv[1]).with_suffix(".count")
+    generation = 1 + (int(counter.read_text()) if counter.exists() else 0)
+    step = script[min(generation, len(script)) - 1]
+    answered = "## Answer to your question" in prompt
+    if step.get("ask") and not answered:
+        Path(os.environ["EXECSYS_QUESTION_FILE"]).write_text(step["ask"])
+        return 0
+    for path, old, new in step.get("replace", []):
+        target = Path(path)
+        text = target.read_text()
+        if old not in text:
+            print(f"cannot find {old!r} in {path}", file=sys.stderr)
+            return 3
+        target.write_text(text.replace(old, new, 1))
+    counter.write_text(str(generation))
+    print(f"generation {generation}: {len(step.get('replace', []))} edit(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

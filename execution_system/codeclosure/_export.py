@@ -1,0 +1,169 @@
+"""Delivering an accepted change: ``goal export`` (a unified diff) and ``goal apply``.
+
+The base is the tree custody recorded when the goal's delivery opened (its
+first savepoint, whose digest DISCOVERY recorded as ``base``); the change is
+the accepted tree (the head after CLOSEOUT, whose digest is the accepted
+frozen digest). Both are written out of custody's store into a scratch
+folder, so the export works after the project folder moved on. Nothing is
+ever written into a user's folder but by ``apply``, and only onto a folder
+whose digest is the goal's base; the result is checked to be the accepted
+digest.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from contracts import DeliveryId, ErrorCode, SavepointId, error
+from execution_system.codeclosure._source import source_digest, source_files
+
+
+def accepted(row: dict[str, Any], host: Any) -> dict[str, Any]:
+    """What was accepted: delivery, base digest, accepted digest, manifest; or refused."""
+    goal_id, delivery = row["id"], row["delivery"]
+    report = host.status(delivery) if delivery else None
+    if report is None or report.status.value != "completed" or report.outcome != "succeeded":
+        raise error(
+            ErrorCode.GOAL_NOT_ACCEPTED,
+            "the goal has no accepted change (it is not CLOSED)",
+            path=goal_id,
+            expected="a CLOSED goal",
+        )
+    found: dict[str, Any] = {"goal": goal_id, "delivery": delivery}
+    for line in host.journal_lines(delivery)[1:]:
+        event = json.loads(line)
+        if event["transition"] != "work-completed":
+            continue
+        ref = next((r for r in event.get("refs", []) if r["kind"] == "output"), None)
+        output = host.record(ref["digest"]) if ref else None
+        if not isinstance(output, dict):
+            continue
+        if event["node"] == "DISCOVERY":
+            found["base"] = output["facts"]["base"]
+        if event["node"] == "CLOSEOUT":
+            found["frozen"], found["manifest"] = output["frozen"], output["manifest"]
+    return found
+
+
+@contextmanager
+def trees(custody: Any, delivery: str, facts: dict[str, Any]) -> Iterator[tuple[Path, Path]]:
+    """(base, accepted) trees written out of custody into a scratch folder, verified."""
+    savepoints = custody.savepoints(DeliveryId(delivery))
+    with tempfile.TemporaryDirectory(prefix="execsys-export-") as scratch:
+        base, accepted_tree = Path(scratch) / "base", Path(scratch) / "accepted"
+        custody.export(DeliveryId(delivery), savepoints[0].savepoint, base)
+        custody.export(DeliveryId(delivery), SavepointId(custody.head(delivery)), accepted_tree)
+        for tree, want, what in ((base, "base", "base"), (accepted_tree, "frozen", "accepted")):
+            if source_digest(tree)[0] != facts[want]:
+                raise error(
+                    ErrorCode.GOAL_MANIFEST_MISMATCH,
+                    f"custody's {what} tree is not the digest the goal recorded",
+                    path=facts["goal"],
+                    expected=facts[want],
+                )
+        yield base, accepted_tree
+
+
+def changed(base: Path, after: Path) -> list[str]:
+    """Paths added, removed or changed (content or mode), sorted."""
+    old, new = source_files(base), source_files(after)
+    return sorted(p for p in old.keys() | new.keys() if old.get(p) != new.get(p))
+
+
+def _lines(path: Path) -> list[str] | None:
+    if not path.exists() and not path.is_symlink():
+        return []
+    if path.is_symlink():
+        return None
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def unified_diff(base: Path, after: Path, paths: list[str]) -> str:
+    """A ``patch -p1`` / ``git apply`` diff from ``base`` to ``after`` over ``paths``."""
+    parts: list[str] = []
+    for rel in paths:
+        before, now = base / rel, after / rel
+        old, new = _lines(before), _lines(now)
+        if old is None or new is None:
+            raise error(
+                ErrorCode.GOAL_INVALID,
+                "a binary file or symlink changed; a text diff cannot carry it",
+                path=rel,
+                expected="'goal apply', which copies the accepted tree's files",
+            )
+        existed, exists = before.exists(), now.exists()
+        parts.append(f"diff --git a/{rel} b/{rel}\n")
+        if not existed:
+            parts.append(f"new file mode {_mode(now):o}\n")
+        elif not exists:
+            parts.append(f"deleted file mode {_mode(before):o}\n")
+        elif _mode(before) != _mode(now):
+            parts.append(f"old mode {_mode(before):o}\nnew mode {_mode(now):o}\n")
+        parts.extend(
+            difflib.unified_diff(
+                old,
+                new,
+                f"a/{rel}" if existed else "/dev/null",
+                f"b/{rel}" if exists else "/dev/null",
+            )
+        )
+    return "".join(parts)
+
+
+def _mode(path: Path) -> int:
+    return 0o100000 | (0o755 if stat.S_IMODE(path.stat().st_mode) & 0o111 else 0o644)
+
+
+def apply_to(target: Path, base: Path, after: Path, facts: dict[str, Any]) -> list[str]:
+    """Make ``target`` (which must be the goal's base) the accepted tree; the changed paths."""
+    if not target.is_dir():
+        raise error(
+            ErrorCode.GOAL_INVALID, "not a directory", path=os.fspath(target), expected="a folder"
+        )
+    found, _ = source_digest(target)
+    if found != facts["base"]:
+        raise error(
+            ErrorCode.GOAL_MANIFEST_MISMATCH,
+            f"the folder is not the goal's base (its digest is {found}): "
+            "a dirty or different checkout",
+            path=os.fspath(target),
+            expected=f"a clean checkout of the base {facts['base']}",
+        )
+    paths = changed(base, after)
+    for rel in paths:
+        source, dest = after / rel, target / rel
+        if not source.exists() and not source.is_symlink():
+            dest.unlink(missing_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.is_symlink() or dest.exists():
+            dest.unlink()
+        if source.is_symlink():
+            os.symlink(os.readlink(source), dest)
+        else:
+            shutil.copy2(source, dest)
+    result, _ = source_digest(target)
+    if result != facts["frozen"]:
+        raise error(
+            ErrorCode.GOAL_MANIFEST_MISMATCH,
+            f"after applying, the folder's digest is {result}, not the accepted one",
+            path=os.fspath(target),
+            expected=facts["frozen"],
+        )
+    return paths
