@@ -492,8 +492,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "custody-protected-ignored",
         "changes under a protected subtree are accepted",
         CUSTODY_PY,
-        "    guarded = [path for path in changed"
-        " if claims.protected and within(path, claims.protected)]",
+        "    guarded = [path for path in changed if protected_by(path, claims.protected)]",
         "    guarded: list[str] = []",
         CUSTODY,
     ),
