@@ -20,14 +20,13 @@ from contracts import (
     AdmittedDelivery,
     Custody,
     ErrorCode,
-    WaitNode,
     canonical_bytes,
     error,
-    validation_problem,
 )
 from contracts._invocation import Invoker
 from contracts._status import StatusReport
 from host._operations import Operation
+from host._resumes import check_resolution, match_correlation
 from host.langgraph import _operator
 from host.langgraph._context import DeliveryContext, StepWriter
 from host.langgraph._journal_book import JournalBook
@@ -219,7 +218,7 @@ class LangGraphHost:
                 known = (values.get("correlations") or {}).get(correlation)
                 if known != "answered":
                     self._runnable(delivery_id)
-                node = self._match_correlation(delivery_id, values, correlation)
+                node = match_correlation(delivery_id, values, correlation)
                 wake = {
                     "wake": {node: {"correlation": correlation, "response": response}},
                     "correlations": {correlation: "answered"},
@@ -240,7 +239,7 @@ class LangGraphHost:
             try:
                 self._runnable(delivery_id)
                 values = await self._values(delivery)
-                self._check_resolution(delivery, values, node, actor, role, result)
+                check_resolution(delivery, values, node, actor, role, result)
                 wake = {
                     "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
                     "run": {
@@ -516,114 +515,3 @@ class LangGraphHost:
                 ctx.stop.set()
                 return
             await asyncio.sleep(0.2)
-
-    def _match_correlation(self, delivery_id: str, values: dict[str, Any], correlation: str) -> str:
-        suspensions = values.get("suspensions") or {}
-        for node, suspension in suspensions.items():
-            if suspension.get("correlation") == correlation:
-                return str(node)
-        known = (values.get("correlations") or {}).get(correlation)
-        if known == "answered":
-            raise error(
-                ErrorCode.CORRELATION_USED, "this question was already answered", path=correlation
-            )
-        if known == "stale":
-            raise error(
-                ErrorCode.CORRELATION_STALE, "this question is no longer pending", path=correlation
-            )
-        if values.get("waits") and not suspensions:
-            raise error(
-                ErrorCode.SUSPENSION_KIND_MISMATCH,
-                "the delivery waits for a workflow wait, not an action-input",
-                path=delivery_id,
-                expected="'execsys resolve'",
-            )
-        raise error(
-            ErrorCode.CORRELATION_UNKNOWN,
-            "no pending question has this correlation",
-            path=correlation,
-            expected=f"a correlation shown by 'execsys status {delivery_id}' or 'execsys inspect'",
-        )
-
-    def _check_resolution(
-        self,
-        delivery: AdmittedDelivery,
-        values: dict[str, Any],
-        node: str,
-        actor: str,
-        role: str,
-        result: Any,
-    ) -> None:
-        spec = delivery.graph.nodes.get(node)
-        waits = values.get("waits") or {}
-        if node in (values.get("suspensions") or {}):
-            raise error(
-                ErrorCode.SUSPENSION_KIND_MISMATCH,
-                f"'{node}' is waiting for an action-input answer, not a resolution",
-                path=node,
-                expected="'execsys input'",
-            )
-        if not isinstance(spec, WaitNode) or node not in waits:
-            raise error(
-                ErrorCode.WAIT_NOT_PENDING,
-                f"no workflow wait is pending at '{node}'",
-                path=node,
-                expected="a wait node shown by 'execsys status'",
-            )
-        problem = validation_problem(spec.result, result)
-        if problem is not None:
-            raise error(
-                ErrorCode.WAIT_RESULT_INVALID,
-                f"result: {problem[1]}",
-                path=f"result.{problem[0]}".rstrip("."),
-                expected="a value valid against the wait's result schema",
-            )
-        roles = delivery.authority.roles_of(actor)
-        if actor not in delivery.authority.actors:
-            raise error(
-                ErrorCode.ACTOR_NOT_ADMITTED,
-                f"actor '{actor}' is not in the delivery's authority policy",
-                path=actor,
-            )
-        if role not in roles:
-            raise error(
-                ErrorCode.ROLE_NOT_ADMITTED,
-                f"the authority policy does not give '{actor}' the role '{role}'",
-                path=role,
-                expected="one of " + ", ".join(sorted(roles)),
-            )
-        if role not in spec.authority.roles:
-            raise error(
-                ErrorCode.ROLE_NOT_ADMITTED,
-                f"role '{role}' cannot resolve '{node}'",
-                path=role,
-                expected="one of " + ", ".join(spec.authority.roles),
-            )
-        pending = waits[node]
-        if spec.authority.distinct_actors and any(
-            a["actor"] == actor for a in pending.get("approvals", [])
-        ):
-            raise error(
-                ErrorCode.APPROVAL_DUPLICATE_ACTOR,
-                f"'{actor}' already approved this wait",
-                path=actor,
-                expected="an approval from a different actor",
-            )
-        if pending.get("approvals") and pending.get("result") != result:
-            earlier = pending.get("result")
-            fields = (
-                sorted(
-                    k
-                    for k in set(earlier) | set(result)
-                    if earlier.get(k, ...) != result.get(k, ...)
-                )
-                if isinstance(earlier, dict) and isinstance(result, dict)
-                else []
-            )
-            named = ", ".join(f"'{k}'" for k in fields) or "its value"
-            raise error(
-                ErrorCode.WAIT_RESULT_INVALID,
-                f"the result differs from the earlier approvals of this wait in {named}",
-                path=f"result.{fields[0]}" if len(fields) == 1 else "result",
-                expected=f"the same result as the earlier approvals: {json.dumps(earlier)[:200]}",
-            )

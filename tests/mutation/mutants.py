@@ -45,6 +45,7 @@ HANDLERS_PY = "host/langgraph/_handlers.py"
 VALIDATE_PY = "host/_validate.py"
 ACTION_PY = "host/langgraph/_action.py"
 HOST_PY = "host/langgraph/_host.py"
+RESUMES_PY = "host/_resumes.py"
 WAIT_PY = "host/langgraph/_wait.py"
 RULES_PY = "host/journal/_rules.py"
 CHAIN_PY = "host/journal/_chain.py"
@@ -245,17 +246,17 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "input-used-correlation",
         "an answered correlation is reported as unknown, not used",
-        HOST_PY,
-        '        if known == "answered":',
-        "        if False:",
+        RESUMES_PY,
+        '    if known == "answered":',
+        "    if False:",
         WAITS,
     ),
     Mutant(
         "input-kind-mismatch",
         "an answer to a workflow wait is not told apart from an unknown correlation",
-        HOST_PY,
-        '        if values.get("waits") and not suspensions:',
-        "        if False:",
+        RESUMES_PY,
+        '    if values.get("waits") and not suspensions:',
+        "    if False:",
         WAITS,
     ),
     Mutant(
@@ -278,34 +279,33 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "wait-same-actor-twice",
         "one actor may approve a distinct_actors wait twice",
-        HOST_PY,
-        "        if spec.authority.distinct_actors and any(",
-        "        if False and any(",
+        RESUMES_PY,
+        "    if spec.authority.distinct_actors and any(",
+        "    if False and any(",
         WAITS,
     ),
     Mutant(
         "wait-approvals-disagree",
         "approvals of one wait may carry different results",
-        HOST_PY,
-        '        if pending.get("approvals") and pending.get("result") != result:',
-        "        if False:",
+        RESUMES_PY,
+        '    if pending.get("approvals") and pending.get("result") != result:',
+        "    if False:",
         WAITS,
     ),
     Mutant(
         "wait-role-of-node-ignored",
         "any role the policy gives may resolve a wait that names other roles",
-        HOST_PY,
-        "        if role not in spec.authority.roles:",
-        "        if False:",
+        RESUMES_PY,
+        "    if role not in spec.authority.roles:",
+        "    if False:",
         WAITS,
     ),
     Mutant(
         "wait-result-schema-ignored",
         "a wait result is not checked against the wait's schema",
-        HOST_PY,
-        "        problem = validation_problem(spec.result, result)\n"
-        "        if problem is not None:",
-        "        problem = validation_problem(spec.result, result)\n        if False:",
+        RESUMES_PY,
+        "    problem = validation_problem(spec.result, result)\n    if problem is not None:",
+        "    problem = validation_problem(spec.result, result)\n    if False:",
         WAITS,
     ),
     # --- journal rules ----------------------------------------------------------------
