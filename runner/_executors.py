@@ -43,7 +43,7 @@ _RESULT: TypeAdapter[InvocationResult] = TypeAdapter(
     Annotated[InvocationResult, Field(discriminator="status")]
 )
 _REAP_GRACE_S = 5.0
-_TERM_GRACE_S = 2.0
+_TERM_GRACE_S = 3.0  # the shim's own 1 s grace for the executor, plus its cleanup
 _SHIM = str(Path(__file__).with_name("_shim.py"))
 _SHIM_START_FAILED = 127
 _SHIM_MARKER = "execsys-shim: cannot start"

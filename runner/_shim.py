@@ -11,8 +11,9 @@ the turn can outlive it:
 * it asks for ``SIGTERM`` when its parent dies (``PR_SET_PDEATHSIG``), so a
   runner killed with SIGKILL still takes the whole turn with it;
 * when the executor exits (or on ``SIGTERM``: a deadline, a stop, the runner's
-  death) it SIGKILLs every remaining descendant, reaps them, and only then
-  exits, with the executor's own exit status (or by the same signal).
+  death) it sends every remaining descendant SIGTERM, gives them a second to
+  clean up, SIGKILLs what is left, reaps them all, and only then exits, with
+  the executor's own exit status (or by the same signal).
 
 It imports nothing but the standard library and keeps no state, so it starts
 in a few milliseconds. Linux only (``prctl``); elsewhere the prctl calls are
@@ -31,6 +32,8 @@ import time
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 START_FAILED = 127
+GRACE_S = 1.0
+"""How long the turn's processes get to exit after SIGTERM before SIGKILL."""
 MARKER = "execsys-shim: cannot start"
 
 
@@ -94,17 +97,24 @@ def _reap() -> None:
             return
 
 
-def _kill_tree() -> None:
-    deadline = time.monotonic() + 5.0
+def _kill_tree(grace_s: float) -> None:
+    """End every descendant: SIGTERM once each, up to ``grace_s`` to exit, then SIGKILL."""
+    switch = time.monotonic() + grace_s
+    deadline = switch + 5.0
+    asked: set[int] = set()
     while time.monotonic() < deadline:
         found, live = _descendants()
         if not found:
             return
+        hard = time.monotonic() >= switch
         for pid in live:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+            if hard or pid not in asked:
+                # Once only: a second SIGTERM would interrupt the cleanup the first began.
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
+                asked.add(pid)
         _reap()
-        time.sleep(0.001)
+        time.sleep(0.005)
 
 
 def main() -> None:
@@ -136,10 +146,10 @@ def main() -> None:
             if pid == child:
                 status = raw
     except _Terminate:
-        _kill_tree()
+        _kill_tree(GRACE_S)
         os._exit(1)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _kill_tree()
+    _kill_tree(GRACE_S)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):
