@@ -38,10 +38,18 @@ def _start_time(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 else None
 
 
+_IDENTITY: dict[int, dict[str, Any]] = {}
+
+
 def runner_identity() -> dict[str, Any]:
-    """The current process as a dispatcher: host, pid and start time."""
+    """The current process as a dispatcher: host, pid and start time (read once per pid)."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "started": _start_time(pid)}
+    found = _IDENTITY.get(pid)
+    if found is None:
+        found = {"host": socket.gethostname(), "pid": pid, "started": _start_time(pid)}
+        _IDENTITY.clear()
+        _IDENTITY[pid] = found
+    return dict(found)
 
 
 def launch_record(
