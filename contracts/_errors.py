@@ -241,6 +241,7 @@ class ErrorCode(StrEnum):
     CHECK_NOT_CANDIDATE = "CHECK_NOT_CANDIDATE"
     GOAL_FAILED = "GOAL_FAILED"
     GOAL_BLOCKED = "GOAL_BLOCKED"
+    GOAL_EXPORT_FAILED = "GOAL_EXPORT_FAILED"
     WORKER_EVENT_CONFLICT = "WORKER_EVENT_CONFLICT"
 
     # --- HTTP API and console ------------------------------------------------------

@@ -268,6 +268,8 @@ MEANINGS: dict[str, str] = {
     "GOAL_FAILED": "`goal start`/`resume` ended with the goal FAILED; the reason follows.",
     "GOAL_BLOCKED": "`goal start`/`resume` ended with the goal BLOCKED; the reason and the "
     "next safe action follow.",
+    "GOAL_EXPORT_FAILED": "Writing the accepted change as a git bundle failed (the git "
+    "command's message follows); nothing was written to the output.",
     "WORKER_EVENT_CONFLICT": "A worker event conflicts with one already recorded.",
     # HTTP API and console
     "AUTH_REQUIRED": "An HTTP request carries no bearer token or session (HTTP 401).",

@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
+from contracts import ErrorCode, error
 from execution_system.cli._options import add_lease_ttl
 from execution_system.cli._output import emit, emit_json
 
@@ -129,12 +131,17 @@ def register(commands: Any) -> None:
     _common(status)
     status.set_defaults(handler=_status)
 
-    export = sub.add_parser("export", help="the accepted change, as a diff against the base")
+    export = sub.add_parser("export", help="the accepted change, as a diff or a git bundle")
     export.add_argument("goal", metavar="GOAL", help="goal id")
     export.add_argument(
-        "--format", choices=["patch"], default="patch", help="patch: a unified diff (default)"
+        "--format",
+        choices=["patch", "bundle"],
+        default="patch",
+        help="patch: a unified diff (default); bundle: one git commit in a bundle file",
     )
-    export.add_argument("--output", metavar="FILE", help="write it here (default: stdout)")
+    export.add_argument(
+        "--output", metavar="FILE", help="write it here (default: stdout; required for a bundle)"
+    )
     _common(export)
     export.set_defaults(handler=_export)
 
@@ -315,11 +322,21 @@ def _show(view: dict[str, Any], as_json: bool) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.format == "bundle" and not args.output:
+        raise error(
+            ErrorCode.USAGE,
+            "a bundle is binary: name the file it goes to",
+            path="--format bundle",
+            expected="--output FILE",
+        )
     runtime = _runtime(args)
     try:
-        report = runtime.export(args.goal)
+        output = Path(args.output) if args.output else None
+        report = runtime.export(args.goal, args.format, output if args.format == "bundle" else None)
     finally:
         runtime.close()
+    if report["format"] == "bundle":
+        return _exported_bundle(args, report)
     header = (
         f"# execsys goal export {report['goal']}: the accepted change\n"
         f"# base {report['base']}\n# accepted {report['frozen']}\n"
@@ -327,10 +344,9 @@ def _export(args: argparse.Namespace) -> int:
     )
     text = header + report["patch"]
     if args.output:
-        from pathlib import Path
-
         Path(args.output).write_text(text, encoding="utf-8")
     summary = {k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files")}
+    summary["workspace_released"] = report["workspace_released"]
     if args.json:
         emit_json({**summary, "output": args.output, **({} if args.output else {"patch": text})})
     elif args.output:
@@ -340,6 +356,23 @@ def _export(args: argparse.Namespace) -> int:
         )
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _exported_bundle(args: argparse.Namespace, report: dict[str, Any]) -> int:
+    keys = ("goal", "format", "base", "frozen", "manifest", "files", "ref", "commit", "parent")
+    summary = {k: report[k] for k in keys}
+    summary["prerequisite"] = report["prerequisite"]
+    summary["workspace_released"] = report["workspace_released"]
+    if args.json:
+        emit_json({**summary, "output": args.output})
+        return 0
+    on = "on the project's HEAD" if report["prerequisite"] else "on a root commit of the base"
+    emit(
+        f"goal {report['goal']}: {len(report['files'])} changed file(s) -> {args.output} "
+        f"(commit {report['commit']} {on}, manifest {report['manifest']})"
+    )
+    emit(f"  fetch it:  git fetch {args.output} {report['ref']}:{report['ref']}")
     return 0
 
 

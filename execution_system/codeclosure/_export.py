@@ -20,6 +20,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ def accepted(row: dict[str, Any], host: Any) -> dict[str, Any]:
             found["base"] = output["facts"]["base"]
         if event["node"] == "CLOSEOUT":
             found["frozen"], found["manifest"] = output["frozen"], output["manifest"]
+            moment = datetime.fromisoformat(event["time"].replace("Z", "+00:00"))
+            found["closed"] = f"@{int(moment.timestamp())} +0000"
     return found
 
 

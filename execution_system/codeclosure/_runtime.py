@@ -16,6 +16,7 @@ from contracts import AuthorityPolicy, ErrorCode, ExecsysError, error, sqlite_pa
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
 from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
+from execution_system.codeclosure._gitbundle import write_bundle
 from execution_system.codeclosure._goal import (
     AgentWorker,
     CommandWorker,
@@ -208,14 +209,34 @@ class GoalRuntime:
         self.goals.advance(goal_id, expected, state="CANCELLED")
         return self.view(goal_id)
 
-    def export(self, goal_id: str) -> dict[str, Any]:
-        """The accepted change as a unified diff against the goal's base, with its digests."""
+    def export(
+        self, goal_id: str, fmt: str = "patch", output: Path | None = None
+    ) -> dict[str, Any]:
+        """The accepted change with its digests: a unified diff, or a git bundle at ``output``.
+
+        Once the change is out, the goal's live workspace is released (its
+        savepoints stay, so exporting again gives the same change).
+        """
         row = self.goals.get(goal_id)
         facts = accepted(row, self.host)
-        with trees(self._custody(), row["delivery"], facts) as (base, after):
+        custody = self._custody()
+        with trees(custody, row["delivery"], facts) as (base, after):
             paths = changed(base, after)
-            patch = unified_diff(base, after, paths)
-        return {**facts, "format": "patch", "files": paths, "patch": patch}
+            if fmt == "bundle":
+                if output is None:
+                    raise error(
+                        ErrorCode.USAGE,
+                        "a bundle is binary: name the file it goes to",
+                        path="--format bundle",
+                        expected="--output FILE",
+                    )
+                made = write_bundle(base, after, facts, Path(row["goal"].project), output)
+                report = {**facts, "format": "bundle", "files": paths, **made}
+            else:
+                report = {**facts, "format": "patch", "files": paths}
+                report["patch"] = unified_diff(base, after, paths)
+        report["workspace_released"] = custody.release(row["delivery"])
+        return report
 
     def apply(self, goal_id: str, target: str) -> dict[str, Any]:
         """Write the accepted change onto ``target``, a clean copy of the goal's base."""

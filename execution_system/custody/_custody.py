@@ -493,6 +493,23 @@ class FileCustody:
         except Refusal as refusal:
             _raise(refusal)
 
+    def release(self, delivery: DeliveryId) -> bool:
+        """Delete a finished delivery's live workspace; keep its savepoints and blobs.
+
+        Every savepoint stays exportable, and ``restore`` writes the workspace
+        afresh should anyone drive the delivery again. True when a workspace
+        was removed (False: already released). ``retire`` removes the rest.
+        """
+        try:
+            with self._guard(delivery):
+                workspace = self._workspace(delivery)
+                existed = workspace.exists() or workspace.is_symlink()
+                remove_tree(workspace)
+                self._state.save_cache(delivery, {})
+                return existed
+        except Refusal as refusal:
+            _raise(refusal)
+
     def _check_attributed(self, delivery: str, nonce: str, changed: list[str], tree: Tree) -> None:
         """Refuse changes that predate the capability (only where this process issued it)."""
         issued = self._issued_ns.pop(nonce, None)

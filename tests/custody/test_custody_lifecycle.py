@@ -165,6 +165,25 @@ def test_retire_deletes_workspace_and_unshared_blobs_only(custody: FileCustody, 
     assert _blob_count(custody) == 0
 
 
+def test_release_deletes_only_the_workspace_and_restore_brings_it_back(
+    custody: FileCustody, seed: Path
+) -> None:
+    custody.open(DELIVERY, seed=str(seed))
+    workspace = Path(custody.workspace(DELIVERY))
+    (workspace / "kept.txt").write_text("in a savepoint\n")
+    saved = custody.snapshot(DELIVERY).savepoint
+    blobs = _blob_count(custody)
+    assert custody.release(DELIVERY) is True
+    assert not workspace.exists()
+    assert custody.release(DELIVERY) is False  # idempotent
+    assert _blob_count(custody) == blobs
+    exported = seed.parent / "exported"
+    custody.export(DELIVERY, saved, exported)
+    assert (exported / "kept.txt").read_text() == "in a savepoint\n"
+    assert custody.restore(DELIVERY, saved).confirmed
+    assert (workspace / "kept.txt").read_text() == "in a savepoint\n"
+
+
 def test_retire_removes_blobs_left_by_refused_validations(
     custody: FileCustody, opened: Workspace
 ) -> None:
