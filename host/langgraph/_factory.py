@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 
 from contracts import Custody, ErrorCode, error
 from contracts._config import LangGraphHostConfig, sqlite_path
 from contracts._invocation import Invoker
+from host._journal_book import JournalBook
 from host._operations import Operation
 from host._protocol import CoordinatorHost
-from host.storage.sqlite import refuse_unusable, store_error
+from host._substrate import Substrate
+from host.storage import Storage
+from host.storage.sqlite import open_store, refuse_unusable
 
 
 def store_location(config: LangGraphHostConfig, base: Path | None = None) -> tuple[Path, Path]:
@@ -45,7 +47,9 @@ class LangGraphHostFactory:
         self, *, custody: Custody, invoker: Invoker, operations: Mapping[str, Operation]
     ) -> CoordinatorHost:
         """Open the store (creating it unless read-only) and return the Host; fail as one error."""
-        from host.langgraph._host import LangGraphHost
+        from host._service import WorkflowHost
+        from host._views import derive_status
+        from host.langgraph._substrate import LangGraphSubstrate
 
         store, data = store_location(self.config, self.base)
         read_only = self.config.read_only
@@ -53,17 +57,7 @@ class LangGraphHostFactory:
         try:
             if not read_only:
                 data.mkdir(parents=True, exist_ok=True)
-            return LangGraphHost(
-                store_path=store,
-                data_dir=data,
-                custody=custody,
-                invoker=invoker,
-                operations=operations,
-                lease_ttl_s=self.config.lease_ttl_s,
-                read_only=read_only,
-            )
-        except sqlite3.DatabaseError as exc:
-            raise store_error(exc, store) from None
+            storage = open_store(store, read_only=read_only)
         except OSError as exc:
             raise error(
                 ErrorCode.HOST_CREATION_FAILED,
@@ -71,3 +65,17 @@ class LangGraphHostFactory:
                 path=str(store),
                 expected="a writable store location",
             ) from None
+
+        def substrate(_: Storage, journals: JournalBook) -> Substrate:
+            # The checkpointer shares the SQLite backend's one connection and lock.
+            return LangGraphSubstrate(storage, journals, derive_status)
+
+        return WorkflowHost(
+            store=storage,
+            substrate=substrate,
+            data_dir=data,
+            custody=custody,
+            invoker=invoker,
+            operations=operations,
+            lease_ttl_s=self.config.lease_ttl_s,
+        )

@@ -204,8 +204,8 @@ def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> N
     import asyncio
 
     from contracts import ExecsysError
+    from host import _cancel, _retire, _stop, _stop_requests
     from host._lease import FencedCustody
-    from host.langgraph import _cancel, _operator
 
     first, second, delivery = _two_hosts(tmp_path)
     did = delivery.delivery_id
@@ -213,11 +213,11 @@ def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> N
         _take_over(first.host, second.host, did)
         before = (first.host.store.delivery(did), first.host.store.journal_lines(did))
         attempts = {
-            "intervention": lambda: first.host._mark_intervention(did, "late"),
-            "stopped": lambda: _operator._mark_stopped(first.host, did, "late"),
+            "intervention": lambda: first.host.mark_intervention(did, "late"),
+            "stopped": lambda: _stop._mark_stopped(first.host, did, "late"),
             "cancelled": lambda: _cancel._cancel_row(first.host, did, "late"),
-            "clear-stop": lambda: _operator.clear_stop(first.host, did),
-            "retire": lambda: asyncio.run(_operator._retire_locked(first.host, did, "t", "me")),
+            "clear-stop": lambda: _stop_requests.clear_stop(first.host.leases, did),
+            "retire": lambda: asyncio.run(_retire._retire_locked(first.host, did, "t", "me")),
             "checkpoint": lambda: asyncio.run(first.host.invalidate(did, "a", reason="late")),
             "custody": lambda: FencedCustody(first.custody, first.host.leases).advance(did, "sp"),
         }
@@ -227,7 +227,7 @@ def test_every_host_write_refuses_a_stale_token(tmp_path: Path, write: str) -> N
             with pytest.raises(ExecsysError) as held:
                 attempts[write]()
             assert held.value.code.value == "LEASE_HELD"
-            saver, _ = first.host.engine()
+            saver = first.host.substrate.saver  # type: ignore[attr-defined]
             saver.tokens[did] = first.host.leases.token(did)
             config = {"configurable": {"thread_id": did, "checkpoint_ns": ""}}
             with pytest.raises(ExecsysError) as fenced:
@@ -302,7 +302,7 @@ def test_host_writes_go_through_the_fenced_transaction() -> None:
     # check). Unfenced transactions are allowed only where no holder writes: an
     # operator's stop request (the lease's own writes use Storage.lease_transaction). The
     # saver checks the token first thing in each of its two transactions.
-    allowed = {"_lease.py": 1, "_operator.py": 1, "_saver.py": 2}
+    allowed = {"_lease.py": 1, "_stop_requests.py": 1, "_saver.py": 2}
     root = HERE.parents[1] / "host"
     found = {
         path.name: path.read_text().count("store.transaction()")

@@ -7,7 +7,16 @@ import LangGraph or anything of the Host core beyond the port it implements.
 """
 
 from host.storage.sqlite._errors import refuse_unusable, store_error
+from host.storage.sqlite._open import open_store
 from host.storage.sqlite._storage import SCHEMA, SqliteStorage, connect
 from host.storage.sqlite._tx import SqliteTx
 
-__all__ = ["SCHEMA", "SqliteStorage", "SqliteTx", "connect", "refuse_unusable", "store_error"]
+__all__ = [
+    "SCHEMA",
+    "SqliteStorage",
+    "SqliteTx",
+    "connect",
+    "open_store",
+    "refuse_unusable",
+    "store_error",
+]

@@ -18,20 +18,18 @@ import asyncio
 import json
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contracts import AdmittedDelivery, ErrorCode, digest_of, error
-from host.langgraph._interrupted import interrupted_attempts, reap_interrupted
-from host.langgraph._operator import unfired_barriers
-
-if TYPE_CHECKING:
-    from host.langgraph._host import LangGraphHost
+from host._core import HostCore
+from host._flow import unfired_barriers
+from host._interrupted import interrupted_attempts, reap_interrupted
 
 _MERGED = ("pending", "suspensions", "waits", "halted")
 
 
 async def restart_from_savepoint(
-    host: LangGraphHost,
+    host: HostCore,
     delivery: AdmittedDelivery,
     token: int,
     actor: str,
@@ -61,7 +59,7 @@ async def restart_from_savepoint(
     events_at = _events_at(host, did, fork_at)
     # Whatever a dead runner left running of the current position dies first.
     if host.store.latest_checkpoint(did) is not None:
-        now = await host._values(delivery)
+        now = await host.values(delivery)
         await reap_interrupted(host, delivery, interrupted_attempts(delivery, now))
 
     restored = await asyncio.to_thread(host.custody.restore, did, savepoint)  # type: ignore[arg-type]
@@ -84,15 +82,9 @@ async def restart_from_savepoint(
             expected="a verified tree; the delivery is in intervention",
         )
 
-    saver, graphs = host.engine()
-    graph, _ = graphs.get(delivery.graph)
-    saver.tokens[did] = token
     host.journals.drive(delivery)
     try:
-        config = host._config(delivery)
-        at = {"configurable": {**config["configurable"], "checkpoint_id": fork_at}}
-        snapshot = await graph.aget_state(at)
-        values: dict[str, Any] = dict(snapshot.values or {})
+        values: dict[str, Any] = dict((await host.snapshot(delivery, fork_at)).values)
         journal = host.journals.journal(did)
         projection = journal.projection()
         moved = {(e["node"], e["activation"]) for e in journal.fields_since(events_at)}
@@ -132,7 +124,7 @@ async def restart_from_savepoint(
                     "rationale": reason,
                 }
             )
-        present = await host._values(delivery)
+        present = await host.values(delivery)
         for correlation, state in (present.get("correlations") or {}).items():
             if state == "pending":
                 update["correlations"][correlation] = "stale"
@@ -143,14 +135,13 @@ async def restart_from_savepoint(
             "message": f"restarted from savepoint {savepoint} by {actor}",
         }
         update["savepoint"] = {"head": savepoint}
-        await graph.aupdate_state(at, update, as_node=delivery.graph.start)
+        await host.substrate.update(delivery, update, token, fork_at)
     except Exception:
         host.journals.forget(did)
         raise
     finally:
-        saver.tokens.pop(did, None)
         host.journals.release(did)
-    await host._drive(
+    await host.drive(
         delivery,
         {
             "run": {
@@ -164,7 +155,7 @@ async def restart_from_savepoint(
     )
 
 
-def _events_at(host: LangGraphHost, delivery: str, checkpoint: str) -> int:
+def _events_at(host: HostCore, delivery: str, checkpoint: str) -> int:
     return host.store.checkpoint_events(delivery, checkpoint)
 
 

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from contracts import ExecsysError, WaitNode
+from host._context import StepWriter
+from host._step import begin, fail_node, successors_of
 from host._validate import validate_outputs
-from host.langgraph._context import StepWriter
 
 
 def run_wait(
@@ -24,8 +25,6 @@ def run_wait(
     wake: Mapping[str, Any] | None,
 ) -> None:
     """Open the wait on first arrival; record an approval when woken with one."""
-    from host.langgraph._handlers import begin, fail_node, successors_of
-
     activation = int(site["activation"])
     waiting = (writer.state.get("waits") or {}).get(node_id)
     if waiting is None:

@@ -29,9 +29,10 @@ from contracts import (
     digest_of,
 )
 from contracts._invocation import Completed, Failed, InvocationRequest, InvocationResult, NeedsInput
+from host._context import StepWriter, invocation_id
 from host._retry import backoff_s, may_retry
+from host._step import begin, commit_outputs, fail_node, materialize, successors_of
 from host._validate import validate_outputs
-from host.langgraph._context import StepWriter, invocation_id
 
 CAPABILITY_TTL_S = 24 * 3600.0
 
@@ -44,8 +45,6 @@ async def run_action_turn(
     wake: Mapping[str, Any] | None,
 ) -> None:
     """Run the scheduled turn of ``node_id`` (first turn, retry or continuation)."""
-    from host.langgraph._handlers import begin, fail_node, materialize
-
     ctx = writer.ctx
     activation = int(site["activation"])
     attempt = int(site.get("attempt", 1))
@@ -244,8 +243,6 @@ def _apply_directive(
     directive: Mapping[str, Any],
 ) -> bool:
     """Clear the halt under an operator's directive; True if the turn should run again."""
-    from host.langgraph._handlers import commit_outputs, fail_node, successors_of
-
     activation = int(site["activation"])
     attempt = int(site.get("attempt", 1))
     operator = {"id": str(directive["actor"]), "kind": "human"}
@@ -294,8 +291,6 @@ async def _commit(
     exec_site: ExecutionSite,
     base: SavepointId,
 ) -> None:
-    from host.langgraph._handlers import commit_outputs, fail_node, successors_of
-
     ctx = writer.ctx
     try:
         output = validate_outputs(node_id, node.outputs, result.output)

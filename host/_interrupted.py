@@ -21,14 +21,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contracts import ActionNode, AdmittedDelivery, ErrorCode, digest_of, error
+from host._context import DeliveryContext, StepWriter, invocation_id
+from host._core import HostCore
 from host._launches import reap
-from host.langgraph._context import DeliveryContext, StepWriter, invocation_id
-
-if TYPE_CHECKING:
-    from host.langgraph._host import LangGraphHost
 
 _RESET = ("started", "session", "response", "halts", "directive")
 
@@ -50,7 +48,7 @@ def interrupted_attempts(
     return found
 
 
-def _launch(host: LangGraphHost, delivery: str, node: str, activation: int, attempt: int) -> Any:
+def _launch(host: HostCore, delivery: str, node: str, activation: int, attempt: int) -> Any:
     """The launch record the attempt's ``work-started`` event references, if any."""
     for line in reversed(host.store.journal_lines(delivery)[1:]):
         event = json.loads(line)
@@ -62,13 +60,13 @@ def _launch(host: LangGraphHost, delivery: str, node: str, activation: int, atte
         ):
             for ref in event.get("refs", []):
                 if ref["kind"] == "launch":
-                    return host.record(ref["digest"])
+                    return host.load_record(ref["digest"])
             return None
     return None
 
 
 async def reap_interrupted(
-    host: LangGraphHost, delivery: AdmittedDelivery, attempts: list[tuple[str, dict[str, Any]]]
+    host: HostCore, delivery: AdmittedDelivery, attempts: list[tuple[str, dict[str, Any]]]
 ) -> None:
     """Make sure nothing of the interrupted attempts still runs, or refuse to go on."""
     did = delivery.delivery_id
@@ -82,7 +80,7 @@ async def reap_interrupted(
                 f"attempt {attempt} of '{node}' (activation {activation}) may still be running: "
                 f"{found.unknown}"
             )
-            host._mark_intervention(did, message)
+            host.mark_intervention(did, message)
             raise error(
                 ErrorCode.RECOVERY_UNCERTAIN,
                 message,
