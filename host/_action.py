@@ -25,7 +25,9 @@ from contracts import (
     ErrorCode,
     ExecsysError,
     ExecutionSite,
+    NodeState,
     SavepointId,
+    Transition,
     digest_of,
 )
 from contracts._invocation import Completed, Failed, InvocationRequest, InvocationResult, NeedsInput
@@ -79,9 +81,9 @@ async def run_action_turn(
         writer.event(
             node_id,
             activation,
-            "block-cleared",
-            "blocked",
-            "active",
+            Transition.BLOCK_CLEARED,
+            NodeState.BLOCKED,
+            NodeState.ACTIVE,
             attempt=attempt,
             request=f"{node_id}/{activation}/answer/{suspension['correlation']}",
             rationale="action-input answered",
@@ -145,9 +147,9 @@ async def run_action_turn(
         writer.event(
             node_id,
             activation,
-            "work-failed",
-            "active",
-            "failed",
+            Transition.WORK_FAILED,
+            NodeState.ACTIVE,
+            NodeState.FAILED,
             attempt=attempt,
             error={
                 "code": ErrorCode.SIBLING_STOPPED.value,
@@ -174,9 +176,9 @@ async def run_action_turn(
         writer.event(
             node_id,
             activation,
-            "work-blocked",
-            "active",
-            "blocked",
+            Transition.WORK_BLOCKED,
+            NodeState.ACTIVE,
+            NodeState.BLOCKED,
             attempt=attempt,
             rationale="action-input requested",
             request=f"{node_id}/{activation}/ask/{turn}",
@@ -196,9 +198,9 @@ async def run_action_turn(
             writer.event(
                 node_id,
                 activation,
-                "work-failed",
-                "active",
-                "failed",
+                Transition.WORK_FAILED,
+                NodeState.ACTIVE,
+                NodeState.FAILED,
                 attempt=attempt,
                 error={"code": result.code.value, "message": result.reason},
             )
@@ -251,9 +253,9 @@ def _apply_directive(
     writer.event(
         node_id,
         activation,
-        "block-cleared",
-        "blocked",
-        "active",
+        Transition.BLOCK_CLEARED,
+        NodeState.BLOCKED,
+        NodeState.ACTIVE,
         attempt=attempt,
         actor=operator,
         rationale=f"{directive['kind']}: {directive.get('reason', '')}",

@@ -13,29 +13,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import ErrorCode, error
-from contracts._status import StatusReport
+from contracts import ErrorCode, NodeState, Transition, error
+from contracts._status import ENDED, DeliveryStatus, StatusReport
 from host._context import StepWriter
 from host._core import HostCore
+from host._outbox import OutboxItem
 from host._stop import stop
 from host._stop_requests import clear_stop
-
-_ENDED = {"completed", "failed", "cancelled", "retired"}
 
 
 async def cancel(host: HostCore, delivery_id: str, actor: str, reason: str) -> StatusReport:
     """Stop the delivery and end it as ``cancelled``; see the module docstring."""
     report = host.status(delivery_id)
-    if report.status.value not in _ENDED and report.status.value != "stopped":
+    if report.status not in ENDED and report.status is not DeliveryStatus.STOPPED:
         report = await stop(host, delivery_id, actor, 60.0, reason)
-    if report.status.value in _ENDED:
+    if report.status in ENDED:
         raise error(
             ErrorCode.DIRECTIVE_NOT_APPLICABLE,
             f"the delivery is {report.status.value}",
             path=delivery_id,
             expected="a delivery that has not ended",
         )
-    if report.status.value == "running":
+    if report.status is DeliveryStatus.RUNNING:
         raise error(
             ErrorCode.LEASE_HELD,
             "the delivery did not stop in time",
@@ -63,7 +62,11 @@ def _cancel_row(host: HostCore, delivery_id: str, message: str) -> None:
     assert row is not None
     with host.leases.transaction(delivery_id) as tx:
         tx.set_status(
-            delivery_id, "cancelled", "CANCELLED", {**row["detail"], "message": message}, None
+            delivery_id,
+            DeliveryStatus.CANCELLED.value,
+            "CANCELLED",
+            {**row["detail"], "message": message},
+            None,
         )
 
 
@@ -78,7 +81,7 @@ async def _journal_cancellation(
         ctx = host.context(delivery)
         operator = {"id": actor, "kind": "human"}
         rationale = f"cancel: {reason}"
-        outbox: list[dict[str, Any]] = []
+        outbox: list[OutboxItem] = []
         for (node, number), view in sorted(projection.activations.items()):
             state = view.state.value
             if state not in {"active", "blocked"}:
@@ -89,9 +92,9 @@ async def _journal_cancellation(
                 writer.event(
                     node,
                     number,
-                    "block-cleared",
-                    "blocked",
-                    "active",
+                    Transition.BLOCK_CLEARED,
+                    NodeState.BLOCKED,
+                    NodeState.ACTIVE,
                     attempt=attempt,
                     actor=operator,
                     rationale=rationale,
@@ -100,9 +103,9 @@ async def _journal_cancellation(
             writer.event(
                 node,
                 number,
-                "work-failed",
-                "active",
-                "failed",
+                Transition.WORK_FAILED,
+                NodeState.ACTIVE,
+                NodeState.FAILED,
                 attempt=attempt,
                 actor=operator,
                 error={"code": ErrorCode.DELIVERY_CANCELLED.value, "message": message},
@@ -120,7 +123,11 @@ async def _journal_cancellation(
             if state == "pending"
         }
         update["outbox"] = outbox
-        update["run"] = {"status": "cancelled", "outcome": "CANCELLED", "message": message}
+        update["run"] = {
+            "status": DeliveryStatus.CANCELLED.value,
+            "outcome": "CANCELLED",
+            "message": message,
+        }
         await host.substrate.update(delivery, update, token)
     except Exception:
         host.journals.forget(did)

@@ -20,7 +20,7 @@ from typing import Any
 
 from contracts import ActionNode, AdmittedDelivery, Custody, ErrorCode, error
 from contracts._invocation import Invoker
-from contracts._status import StatusReport
+from contracts._status import NEEDS_DIRECTIVE, NOT_RUNNABLE, DeliveryStatus, StatusReport
 from host._context import DeliveryContext, StepWriter
 from host._journal_book import JournalBook
 from host._lease import FencedCustody, LeaseManager, fenced, holder_name
@@ -44,7 +44,7 @@ def first_input(delivery: AdmittedDelivery, head: str, ctx: DeliveryContext) -> 
     if isinstance(delivery.graph.nodes[start], ActionNode):
         site = writer.dispatch(start, site)
     first: dict[str, Any] = {
-        "run": {"status": "running", "outcome": "", "message": "started"},
+        "run": {"status": DeliveryStatus.RUNNING.value, "outcome": "", "message": "started"},
         "visits": {start: 1},
         "activations": {start: 1},
         "pending": {start: site},
@@ -134,14 +134,14 @@ class HostCore:
 
     def runnable(self, delivery_id: str) -> None:
         """Refuse work on a delivery that is stopped, in intervention, or ended."""
-        status = self.status(delivery_id).status.value
-        if status in {"stopped", "intervention", "completed", "failed", "cancelled"}:
+        status = self.status(delivery_id).status
+        if status in NOT_RUNNABLE:
             raise error(
                 ErrorCode.DELIVERY_NOT_RUNNABLE,
                 f"the delivery is {status}",
                 path=delivery_id,
                 expected="'execsys recover' first"
-                if status in {"stopped", "intervention"}
+                if status in NEEDS_DIRECTIVE
                 else "a delivery that has not ended",
             )
 
@@ -155,7 +155,7 @@ class HostCore:
                 path=delivery_id,
                 expected="a delivery id listed by 'execsys status'",
             )
-        if row["status"] == "retired":
+        if row["status"] == DeliveryStatus.RETIRED:
             raise error(ErrorCode.DELIVERY_RETIRED, "the delivery is retired", path=delivery_id)
         delivery = AdmittedDelivery.model_validate_json(row["document"])
         if delivery.digest != row["digest"]:
@@ -244,7 +244,7 @@ class HostCore:
         with self.leases.transaction(delivery_id) as tx:
             tx.set_status(
                 delivery_id,
-                "intervention",
+                DeliveryStatus.INTERVENTION.value,
                 ErrorCode.INTERVENTION_REQUIRED.value,
                 {**row["detail"], "message": message},
                 None,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import Any, assert_never
 
-from contracts import AdmittedDelivery, ErrorCode, error
-from contracts._status import StatusReport
+from contracts import AdmittedDelivery, DeliveryId, ErrorCode, SavepointId, error
+from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host._core import HostCore, first_input
 from host._flow import unfired_barriers
 from host._interrupted import interrupted_attempts, reap_interrupted, redispatch
@@ -27,7 +27,7 @@ from host._validate import validate_outputs
 async def recover(
     host: HostCore,
     delivery_id: str,
-    directive: str,
+    directive: RecoveryDirective | str,
     *,
     actor: str,
     reason: str,
@@ -41,21 +41,29 @@ async def recover(
         delivery = host.delivery(delivery_id)
         token = host.leases.acquire(delivery_id, wait_s=5.0)
         try:
-            if directive == "continue":
+            kind = _kind(directive)
+            if kind is RecoveryDirective.CONTINUE:
                 await _continue(host, delivery, token, actor, reason)
-            elif directive == "intervene":
+            elif kind is RecoveryDirective.INTERVENE:
                 await _intervene(host, delivery, token, actor, reason, node, result, fail)
-            elif directive == "restart-from-savepoint":
+            elif kind is RecoveryDirective.RESTART_FROM_SAVEPOINT:
                 await restart_from_savepoint(host, delivery, token, actor, reason, savepoint)
             else:
-                raise error(
-                    ErrorCode.USAGE,
-                    f"unknown directive {directive!r}",
-                    expected="continue | restart-from-savepoint | intervene",
-                )
+                assert_never(kind)
         finally:
             host.leases.release(delivery_id)
     return host.status(delivery_id)
+
+
+def _kind(directive: RecoveryDirective | str) -> RecoveryDirective:
+    try:
+        return RecoveryDirective(directive)
+    except ValueError:
+        raise error(
+            ErrorCode.USAGE,
+            f"unknown directive {directive!r}",
+            expected=" | ".join(kind.value for kind in RecoveryDirective),
+        ) from None
 
 
 def _directive(kind: str, actor: str, reason: str, **extra: Any) -> dict[str, Any]:
@@ -78,7 +86,9 @@ async def _reconcile_custody(
 
 
 async def _restore_verified(host: HostCore, delivery_id: str, savepoint: str) -> None:
-    restored = await asyncio.to_thread(host.custody.restore, delivery_id, savepoint)  # type: ignore[arg-type]
+    restored = await asyncio.to_thread(
+        host.custody.restore, DeliveryId(delivery_id), SavepointId(savepoint)
+    )
     if not restored.confirmed:
         message = f"custody could not restore savepoint {savepoint}: " + ", ".join(
             restored.differences[:3]
@@ -140,7 +150,7 @@ async def _continue(
     for barrier in unfired_barriers(delivery, values):
         wake[barrier] = {}
     status = row["status"]
-    if not wake and not woken and status == "intervention":
+    if not wake and not woken and status == DeliveryStatus.INTERVENTION:
         raise error(
             ErrorCode.DIRECTIVE_NOT_APPLICABLE,
             "nothing is blocked or scheduled to continue",

@@ -17,12 +17,15 @@ from contracts import (
     BarrierNode,
     ErrorCode,
     ExecsysError,
+    NodeState,
     OperationNode,
     ParallelNode,
     Reference,
     TerminalNode,
+    Transition,
     error,
 )
+from contracts._status import FINISHED, DeliveryStatus
 from host._context import StepWriter
 from host._operations import OperationContext
 from host._selection import check_selection
@@ -33,16 +36,16 @@ from host._validate import validate_outputs
 def abandon(writer: StepWriter, state: Mapping[str, Any]) -> None:
     """An attempt started for a delivery that has since ended never runs: record that."""
     site = (state.get("pending") or {}).get(writer.node)
-    ended = (state.get("run") or {}).get("status") in {"completed", "failed", "cancelled"}
+    ended = (state.get("run") or {}).get("status") in FINISHED
     if site is None or not site.get("started") or not ended:
         return
     writer.put("pending", writer.node, None)
     writer.event(
         writer.node,
         int(site["activation"]),
-        "work-failed",
-        "active",
-        "failed",
+        Transition.WORK_FAILED,
+        NodeState.ACTIVE,
+        NodeState.FAILED,
         attempt=int(site.get("attempt", 1)),
         error={
             "code": ErrorCode.SIBLING_STOPPED.value,
@@ -129,9 +132,9 @@ def parallel(writer: StepWriter, node_id: str, node: ParallelNode, site: dict[st
     writer.event(
         node_id,
         activation,
-        "work-completed",
-        "active",
-        "completed",
+        Transition.WORK_COMPLETED,
+        NodeState.ACTIVE,
+        NodeState.COMPLETED,
         attempt=1,
         refs=[{"kind": "selection", "id": f"{node_id}#{activation}", "digest": digest}],
     )
@@ -164,7 +167,14 @@ def barrier(writer: StepWriter, node_id: str, node: BarrierNode) -> None:
     }
     if not begin(writer, site, node.max_visits):
         return
-    writer.event(node_id, activation, "work-completed", "active", "completed", attempt=1)
+    writer.event(
+        node_id,
+        activation,
+        Transition.WORK_COMPLETED,
+        NodeState.ACTIVE,
+        NodeState.COMPLETED,
+        attempt=1,
+    )
     writer.schedule(node.next, (node_id, activation))
 
 
@@ -173,8 +183,15 @@ def terminal(writer: StepWriter, node_id: str, node: TerminalNode, site: dict[st
         return
     activation = int(site["activation"])
     writer.put("pending", node_id, None)
-    writer.event(node_id, activation, "work-completed", "active", "completed", attempt=1)
-    status = "completed" if node.outcome == "succeeded" else "failed"
+    writer.event(
+        node_id,
+        activation,
+        Transition.WORK_COMPLETED,
+        NodeState.ACTIVE,
+        NodeState.COMPLETED,
+        attempt=1,
+    )
+    status = DeliveryStatus.COMPLETED if node.outcome == "succeeded" else DeliveryStatus.FAILED
     writer.status(status, outcome=node.outcome, message=f"reached terminal '{node_id}'")
     # Anything still running in this super-step is stopped and recorded as such.
     writer.ctx.stop.set()

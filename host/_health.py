@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import ExecsysError
+from contracts import DeliveryId, ExecsysError
+from contracts._status import DeliveryStatus
 from host._core import HostCore
 from host._stop import NOT_STOPPABLE
 
@@ -20,7 +21,7 @@ HUNG = "its runner stopped renewing its lease (hung?) in the middle of a step"
 def custody_head(host: HostCore, delivery_id: str) -> str | None:
     """Custody's head savepoint, read independently (None if custody has no workspace)."""
     try:
-        return str(host.custody.head(delivery_id))  # type: ignore[arg-type]
+        return str(host.custody.head(DeliveryId(delivery_id)))
     except ExecsysError:
         return None
 
@@ -28,7 +29,7 @@ def custody_head(host: HostCore, delivery_id: str) -> str | None:
 def consistency(host: HostCore, delivery_id: str) -> list[str]:
     """Disagreements between checkpoint, journal and custody, each read on its own."""
     row = host.store.delivery(delivery_id)
-    if row is None or row["status"] == "retired":
+    if row is None or row["status"] == DeliveryStatus.RETIRED:
         return []
     problems: list[str] = []
     detail = row["detail"]
@@ -54,16 +55,16 @@ def needs_directive(host: HostCore) -> list[dict[str, Any]]:
     for row in host.store.deliveries():
         delivery, status = row["delivery"], row["status"]
         reasons = []
-        lease = host.leases.state(delivery)["state"] if status == "running" else "held"
+        lease = host.leases.state(delivery)["state"] if status == DeliveryStatus.RUNNING else "held"
         if lease == "expired":
             reasons.append(HUNG)
         elif lease != "held":
             reasons.append(ORPHANED)
-        if status == "intervention":
+        if status == DeliveryStatus.INTERVENTION:
             stored = host.store.delivery(delivery)
             detail = stored["detail"] if stored is not None else {}
             reasons.append(detail.get("message") or "intervention required")
-        if status == "stopped":
+        if status == DeliveryStatus.STOPPED:
             reasons.append("stopped by an operator")
         if status not in NOT_STOPPABLE:
             reasons.extend(consistency(host, delivery))

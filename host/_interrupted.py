@@ -23,10 +23,19 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from contracts import ActionNode, AdmittedDelivery, ErrorCode, digest_of, error
+from contracts import (
+    ActionNode,
+    AdmittedDelivery,
+    ErrorCode,
+    NodeState,
+    Transition,
+    digest_of,
+    error,
+)
 from host._context import DeliveryContext, StepWriter, invocation_id
 from host._core import HostCore
 from host._launches import reap
+from host._outbox import OutboxItem
 
 _RESET = ("started", "session", "response", "halts", "directive")
 
@@ -55,7 +64,7 @@ def _launch(host: HostCore, delivery: str, node: str, activation: int, attempt: 
         if (
             event["node"] == node
             and event["activation"] == activation
-            and event["transition"] == "work-started"
+            and event["transition"] == Transition.WORK_STARTED
             and (event.get("attempt") or {}).get("sequence") == attempt
         ):
             for ref in event.get("refs", []):
@@ -94,14 +103,14 @@ def redispatch(
     values: Mapping[str, Any],
     attempts: list[tuple[str, dict[str, Any]]],
     directive: Mapping[str, Any],
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[OutboxItem]]:
     """End each interrupted attempt as history and start the next one under ``directive``.
 
     Returns the new pending sites and the outbox (records and journal drafts)
     to commit with the input checkpoint of the run that invokes them.
     """
     operator = {"id": str(directive["actor"]), "kind": "human"}
-    outbox: list[dict[str, Any]] = []
+    outbox: list[OutboxItem] = []
     pending: dict[str, Any] = {}
     if not attempts:
         return pending, outbox
@@ -114,9 +123,9 @@ def redispatch(
         writer.event(
             node,
             activation,
-            "work-failed",
-            "active",
-            "failed",
+            Transition.WORK_FAILED,
+            NodeState.ACTIVE,
+            NodeState.FAILED,
             attempt=attempt,
             actor=operator,
             error={

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from contracts import ErrorCode, digest_of, error
+from contracts import ErrorCode, NodeId, digest_of, error
 from contracts._status import StatusReport
 from host._core import HostCore
 
@@ -25,7 +25,7 @@ async def invalidate(
         try:
             host.journals.drive(delivery)
             projection = host.journals.journal(delivery_id).projection()
-            latest = projection.current.get(node)  # type: ignore[call-overload]
+            latest = projection.current.get(NodeId(node))
             if latest is None:
                 raise error(
                     ErrorCode.DIRECTIVE_NOT_APPLICABLE,

@@ -10,7 +10,7 @@ writes the resulting lines with the same cursor as the checkpoint.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ from contracts._journal import (
     RecordRef,
     Transition,
 )
+from host._outbox import EventItem, InvalidateItem
 from host.journal import (
     AppendCommand,
     InvalidateCommand,
@@ -137,7 +138,9 @@ class JournalBook:
         """Drop the cached journal (after a rolled-back transaction)."""
         self._journals.pop(delivery_id, None)
 
-    def append(self, tx: StorageTx, delivery_id: str, drafts: list[dict[str, Any]]) -> Journal:
+    def append(
+        self, tx: StorageTx, delivery_id: str, drafts: Sequence[EventItem | InvalidateItem]
+    ) -> Journal:
         """Chain a step's drafts onto the journal, write them in ``tx``; return the journal.
 
         Each line and digest is the one the journal computed while appending (no
@@ -205,10 +208,12 @@ def _actor(ident: Any, kind: ActorKind, role: Any) -> Actor:
     return found
 
 
-_ROUTINE = frozenset({"dependencies-satisfied", "work-started", "work-completed"})
+_ROUTINE = frozenset(
+    {Transition.DEPENDENCIES_SATISFIED, Transition.WORK_STARTED, Transition.WORK_COMPLETED}
+)
 
 
-def _routine_content(draft: dict[str, Any]) -> dict[str, Any] | None:
+def _routine_content(draft: Mapping[str, Any]) -> dict[str, Any] | None:
     """The request content of one of the Host's routine transitions, built from its draft.
 
     Returns exactly what ``AppendCommand.request_content()`` returns for the
@@ -259,7 +264,7 @@ def _routine_content(draft: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
+def _command(draft: Mapping[str, Any], head: str, now: datetime) -> AppendCommand:
     """The validated command for any draft (the general path)."""
     # One validation call for the whole command: nested values go in as plain
     # data, so pydantic checks them in the same pass (the draft is caller data
@@ -317,7 +322,7 @@ def _record_resolver(tx: StorageTx) -> Callable[[RecordRef], bool]:
     return resolve
 
 
-def _invalidation(draft: dict[str, Any], head: str, now: datetime) -> InvalidateCommand:
+def _invalidation(draft: Mapping[str, Any], head: str, now: datetime) -> InvalidateCommand:
     actor = draft.get("actor") or {}
     return InvalidateCommand(
         request=draft["request"],

@@ -20,10 +20,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from contracts import AdmittedDelivery, ErrorCode, digest_of, error
+from contracts import AdmittedDelivery, ErrorCode, SavepointId, digest_of, error
+from contracts._status import DeliveryStatus
 from host._core import HostCore
 from host._flow import unfired_barriers
 from host._interrupted import interrupted_attempts, reap_interrupted
+from host._outbox import OutboxItem
 
 _MERGED = ("pending", "suspensions", "waits", "halted")
 
@@ -40,7 +42,7 @@ async def restart_from_savepoint(
     did = delivery.delivery_id
     row = host.store.delivery(did)
     assert row is not None
-    if row["status"] in {"completed", "cancelled"}:
+    if row["status"] in {DeliveryStatus.COMPLETED, DeliveryStatus.CANCELLED}:
         raise error(
             ErrorCode.DIRECTIVE_NOT_APPLICABLE,
             f"the delivery is {row['status']}",
@@ -62,7 +64,7 @@ async def restart_from_savepoint(
         now = await host.values(delivery)
         await reap_interrupted(host, delivery, interrupted_attempts(delivery, now))
 
-    restored = await asyncio.to_thread(host.custody.restore, did, savepoint)  # type: ignore[arg-type]
+    restored = await asyncio.to_thread(host.custody.restore, did, SavepointId(savepoint))
     if not restored.confirmed:
         message = f"restore of savepoint {savepoint} is uncertain: " + ", ".join(
             restored.differences[:3]
@@ -111,7 +113,7 @@ async def restart_from_savepoint(
             "id": uuid.uuid4().hex,
         }
         source = digest_of(directive)
-        outbox: list[dict[str, Any]] = [{"type": "record", "digest": source, "value": directive}]
+        outbox: list[OutboxItem] = [{"type": "record", "digest": source, "value": directive}]
         if targets:
             outbox.append(
                 {

@@ -13,7 +13,8 @@ import contextlib
 import time
 from typing import Any
 
-from contracts import ErrorCode, ExecsysError, error
+from contracts import DeliveryId, ErrorCode, ExecsysError, error
+from contracts._status import RETIRABLE
 from host._core import HostCore
 from host.storage import StorageTx
 
@@ -57,7 +58,7 @@ async def _retire_locked(
     # Files after the durable fact: a crash here leaves only garbage that a retry
     # with the same authorization removes (custody retirement is idempotent).
     with contextlib.suppress(ExecsysError):
-        await asyncio.to_thread(host.custody.retire, delivery_id)  # type: ignore[arg-type]
+        await asyncio.to_thread(host.custody.retire, DeliveryId(delivery_id))
     return {**fact, "performed": performed}
 
 
@@ -68,7 +69,7 @@ def _retire_rows(tx: StorageTx, delivery_id: str, authorization: str, actor: str
     if row is None:
         raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
     status, digest, graph = row["status"], row["digest"], row["graph_digest"]
-    if status not in {"completed", "failed", "cancelled", "stopped"}:
+    if status not in RETIRABLE:
         raise error(
             ErrorCode.RETIRE_NOT_APPLICABLE,
             f"the delivery is {status}",

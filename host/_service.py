@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from contracts import AdmittedDelivery, ErrorCode, canonical_bytes, error
-from contracts._status import StatusReport
+from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host import _cancel, _directives, _health, _invalidate, _retire, _stop
 from host._core import HostCore, first_input
 from host._resumes import check_resolution, match_correlation
@@ -118,7 +118,7 @@ class WorkflowHost(HostCore):
     async def recover(
         self,
         delivery_id: str,
-        directive: str,
+        directive: RecoveryDirective | str,
         *,
         actor: str = "operator",
         reason: str,
@@ -165,7 +165,7 @@ class WorkflowHost(HostCore):
     def inspect(self, delivery_id: str) -> dict[str, Any]:
         """Status, node states and attempts, heads, and the directives possible now."""
         row = self.store.delivery(delivery_id)
-        if row is not None and row["status"] == "retired":
+        if row is not None and row["status"] == DeliveryStatus.RETIRED:
             report = status_report(self.store, delivery_id).public()
             return {
                 **report,
@@ -177,7 +177,7 @@ class WorkflowHost(HostCore):
         active = report.pop("active")
         report["interrupted"] = []
         report["lease"] = self.leases.state(delivery_id)
-        if report["status"] == "running" and report["lease"]["state"] != "held":
+        if report["status"] == DeliveryStatus.RUNNING and report["lease"]["state"] != "held":
             # Its runner died or stopped renewing mid-step: whatever is active was
             # interrupted with it, and only a directive moves the delivery.
             why = "its runner stopped before the attempt's result committed"

@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contracts import ErrorCode, Reference, error
+from contracts import ErrorCode, NodeState, Reference, Transition, error
+from contracts._status import HALTED
 from host._context import DeliveryContext, StepWriter
 from host._validate import route_target
-
-_STOPPED = {"completed", "failed", "cancelled", "stopped", "intervention", "retired"}
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ def finish(writer: StepWriter) -> StepResult:
 
 def is_halted(state: Mapping[str, Any]) -> bool:
     """Whether the delivery no longer runs (terminal, stopped or in intervention)."""
-    return (state.get("run") or {}).get("status") in _STOPPED
+    return (state.get("run") or {}).get("status") in HALTED
 
 
 def materialize(
@@ -122,9 +121,9 @@ def commit_outputs(
     writer.event(
         node,
         activation,
-        "work-completed",
-        "active",
-        "completed",
+        Transition.WORK_COMPLETED,
+        NodeState.ACTIVE,
+        NodeState.COMPLETED,
         attempt=attempt,
         refs=[{"kind": "output", "id": f"{node}#{activation}", "digest": digest}],
         actor=actor,
@@ -149,9 +148,9 @@ def fail_node(
     writer.event(
         node,
         activation,
-        "work-failed",
-        "active",
-        "failed",
+        Transition.WORK_FAILED,
+        NodeState.ACTIVE,
+        NodeState.FAILED,
         attempt=int(site.get("attempt", 1)),
         error={"code": str(code), "message": message},
         actor=actor,

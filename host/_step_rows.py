@@ -10,10 +10,11 @@ Either all of it is durable with the checkpoint or none of it is.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
 from contracts import canonical_bytes
 from host._journal_book import JournalBook
+from host._outbox import EventItem, InvalidateItem, OutboxItem
 from host.storage import StorageTx
 
 StatusDeriver = Callable[[dict[str, Any], bool], tuple[str, str | None, dict[str, Any]]]
@@ -26,7 +27,7 @@ def write_step_rows(
     delivery: str,
     checkpoint: str,
     values: dict[str, Any],
-    outbox: list[dict[str, Any]] | None,
+    outbox: list[OutboxItem] | None,
     more: bool,
 ) -> None:
     """Write what rides with a root checkpoint: records, journal events, status, index.
@@ -35,14 +36,15 @@ def write_step_rows(
     items (None when the step wrote none) and ``more`` whether work is still
     scheduled after it.
     """
-    drafts = []
+    drafts: list[EventItem | InvalidateItem] = []
     for item in outbox or ():
-        if item.get("type") == "record":
+        if item["type"] == "record":
             tx.put_record(item["digest"], canonical_bytes(item["value"]))
-        elif item.get("type") in {"event", "invalidate"}:
-            drafts.append(item)
-        if item.get("type") == "record":
             tx.put_record_ref(delivery, item["digest"])
+        elif item["type"] == "event" or item["type"] == "invalidate":
+            drafts.append(item)
+        else:
+            assert_never(item["type"])
     journal = journals.append(tx, delivery, drafts) if drafts else journals.journal(delivery, tx)
     status, outcome, detail = derive_status(values, more)
     # What this checkpoint embodies, recorded with it: the journal head it

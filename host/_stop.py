@@ -11,11 +11,11 @@ import asyncio
 import time
 
 from contracts import ErrorCode, ExecsysError, error
-from contracts._status import StatusReport
+from contracts._status import ENDED, DeliveryStatus, StatusReport
 from host._core import HostCore
 from host._stop_requests import request_stop
 
-NOT_STOPPABLE = {"completed", "failed", "cancelled", "retired"}
+NOT_STOPPABLE = ENDED
 """Statuses a stop (or a continue) no longer applies to."""
 
 
@@ -32,7 +32,7 @@ async def stop(
             path=delivery_id,
             expected="a delivery that has not ended",
         )
-    if report.status.value == "stopped":
+    if report.status is DeliveryStatus.STOPPED:
         return report
     request_stop(host.store, delivery_id, actor, reason)
     active = host.active.get(delivery_id)
@@ -49,7 +49,7 @@ async def stop(
         if stopped is not None:
             return stopped
         current = host.status(delivery_id)
-        if current.status.value != "running" or time.monotonic() >= deadline:
+        if current.status is not DeliveryStatus.RUNNING or time.monotonic() >= deadline:
             return current
         await asyncio.sleep(0.05)
 
@@ -69,7 +69,7 @@ def _stop_undriven(
     try:
         # No executor of ours is running, so nothing to interrupt; the stop is
         # recorded on the delivery and only a directive continues it.
-        if host.status(delivery_id).status.value not in NOT_STOPPABLE | {"stopped"}:
+        if host.status(delivery_id).status.value not in NOT_STOPPABLE | {DeliveryStatus.STOPPED}:
             why = f": {reason}" if reason else ""
             _mark_stopped(host, delivery_id, f"stopped by {actor} while {was}{why}")
     finally:
@@ -82,7 +82,9 @@ def _mark_stopped(host: HostCore, delivery_id: str, message: str) -> None:
     assert row is not None
     detail = {**row["detail"], "message": message, "stopped_from": row["status"]}
     with host.leases.transaction(delivery_id) as tx:
-        tx.set_status(delivery_id, "stopped", ErrorCode.STOP_REQUESTED.value, detail, None)
+        tx.set_status(
+            delivery_id, DeliveryStatus.STOPPED.value, ErrorCode.STOP_REQUESTED.value, detail, None
+        )
         tx.clear_stop(delivery_id)
 
 
@@ -90,7 +92,7 @@ async def _await_stopped(host: HostCore, delivery_id: str, wait_s: float) -> Sta
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         report = host.status(delivery_id)
-        if report.status.value not in {"running"}:
+        if report.status is not DeliveryStatus.RUNNING:
             return report
         await asyncio.sleep(0.05)
     return host.status(delivery_id)

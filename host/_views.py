@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from contracts import ErrorCode, error
+from contracts import ErrorCode, NodeId, error
 from contracts._status import DeliveryStatus, StatusReport, SuspensionView, WaitView
 from host.storage import Storage
 
@@ -112,11 +112,12 @@ def inspect_report(store: Storage, delivery: str) -> dict[str, Any]:
     journal = replay_lines(store.journal_lines(delivery), admitted.authority)
     projection = journal.projection()
     nodes: dict[str, Any] = {}
-    for node in admitted.graph.nodes:
+    for name in admitted.graph.nodes:
+        node = NodeId(name)
         views = [v for (n, _), v in projection.activations.items() if n == node]
-        latest = projection.current.get(node)  # type: ignore[call-overload]
+        latest = projection.current.get(node)
         nodes[node] = {
-            "state": projection.state(node).value,  # type: ignore[arg-type]
+            "state": projection.state(node).value,
             "attempts": sum(len(v.attempts) for v in views),
             "activations": latest or 0,
         }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contracts import ExecsysError, WaitNode
+from contracts import ExecsysError, NodeState, Transition, WaitNode
 from host._context import StepWriter
 from host._step import begin, fail_node, successors_of
 from host._validate import validate_outputs
@@ -44,9 +44,9 @@ def run_wait(
         writer.event(
             node_id,
             activation,
-            "work-blocked",
-            "active",
-            "blocked",
+            Transition.WORK_BLOCKED,
+            NodeState.ACTIVE,
+            NodeState.BLOCKED,
             attempt=1,
             rationale=f"waiting for {node.wait}",
         )
@@ -71,9 +71,9 @@ def run_wait(
     writer.event(
         node_id,
         activation,
-        "block-cleared",
-        "blocked",
-        "active",
+        Transition.BLOCK_CLEARED,
+        NodeState.BLOCKED,
+        NodeState.ACTIVE,
         attempt=1,
         actor=human,
         rationale=f"{node.wait} by {approval['actor']}",
@@ -86,9 +86,9 @@ def run_wait(
         writer.event(
             node_id,
             activation,
-            "work-blocked",
-            "active",
-            "blocked",
+            Transition.WORK_BLOCKED,
+            NodeState.ACTIVE,
+            NodeState.BLOCKED,
             attempt=1,
             actor=human,
             request=f"{node_id}/{activation}/reblock/{len(approvals)}",
@@ -119,9 +119,9 @@ def run_wait(
     writer.event(
         node_id,
         activation,
-        "work-completed",
-        "active",
-        "completed",
+        Transition.WORK_COMPLETED,
+        NodeState.ACTIVE,
+        NodeState.COMPLETED,
         attempt=1,
         actor=human,
         refs=[
