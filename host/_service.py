@@ -16,7 +16,7 @@ from typing import Any
 
 from contracts import AdmittedDelivery, ErrorCode, canonical_bytes, error
 from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
-from host import _cancel, _directives, _health, _invalidate, _retire, _stop
+from host import _health, _stop
 from host._core import HostCore, first_input
 from host._resumes import check_resolution, match_correlation
 from host._views import ORPHANED_DIRECTIVES, inspect_report, list_report, status_report
@@ -128,6 +128,8 @@ class WorkflowHost(HostCore):
         savepoint: str | None = None,
     ) -> StatusReport:
         """Apply a recovery directive (continue, restart-from-savepoint, intervene)."""
+        from host import _directives  # lazy: reading commands never load the operation
+
         return await _directives.recover(
             self,
             delivery_id,
@@ -144,18 +146,24 @@ class WorkflowHost(HostCore):
         self, delivery_id: str, *, actor: str = "operator", reason: str = ""
     ) -> StatusReport:
         """Stop the delivery and end it as cancelled (nothing can continue it)."""
+        from host import _cancel  # lazy: reading commands never load the operation
+
         return await _cancel.cancel(self, delivery_id, actor, reason)
 
     async def invalidate(
         self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
     ) -> StatusReport:
         """Invalidate a node's latest activation and everything that depended on it."""
+        from host import _invalidate  # lazy: reading commands never load the operation
+
         return await _invalidate.invalidate(self, delivery_id, node, actor=actor, reason=reason)
 
     async def retire(
         self, delivery_id: str, authorization: str, *, actor: str = "operator"
     ) -> dict[str, Any]:
         """Delete the thread's Host-owned records once; return the durable retirement fact."""
+        from host import _retire  # lazy: reading commands never load the operation
+
         return await _retire.retire(self, delivery_id, authorization, actor)
 
     def needs_directive(self) -> list[dict[str, Any]]:
