@@ -304,7 +304,7 @@ def _bare() -> Iterator[None]:
     """
     import importlib
 
-    context: Any = importlib.import_module("host.langgraph._context")
+    context: Any = importlib.import_module("host._context")
     saved = context.StepWriter.event
     context.StepWriter.event = lambda writer, *args, **kwargs: None
     try:

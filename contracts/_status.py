@@ -28,14 +28,32 @@ class DeliveryStatus(StrEnum):
         return self in _TERMINAL
 
 
-_TERMINAL = frozenset(
-    {
-        DeliveryStatus.COMPLETED,
-        DeliveryStatus.FAILED,
-        DeliveryStatus.CANCELLED,
-        DeliveryStatus.RETIRED,
-    }
-)
+_S = DeliveryStatus
+
+_TERMINAL = frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.RETIRED})
+
+# The named subsets the Host's rules use; each is written once, here.
+ENDED = _TERMINAL
+"""No further work can happen (a stop, a cancel or a continue no longer applies)."""
+FINISHED = frozenset({_S.COMPLETED, _S.FAILED, _S.CANCELLED})
+"""Ended and not yet retired: an attempt started for it never runs."""
+HALTED = ENDED | {_S.STOPPED, _S.INTERVENTION}
+"""No step runs: a step of a halted delivery only abandons what it started."""
+NEEDS_DIRECTIVE = frozenset({_S.STOPPED, _S.INTERVENTION})
+"""Only an operator's directive moves the delivery on."""
+NOT_RUNNABLE = FINISHED | NEEDS_DIRECTIVE
+"""An answer or a resolution is refused."""
+RETIRABLE = FINISHED | {_S.STOPPED}
+"""Retirement is allowed."""
+
+
+@unique
+class RecoveryDirective(StrEnum):
+    """The closed set of recovery directives an operator may issue."""
+
+    CONTINUE = "continue"
+    RESTART_FROM_SAVEPOINT = "restart-from-savepoint"
+    INTERVENE = "intervene"
 
 
 class _Frozen(BaseModel):

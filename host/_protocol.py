@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from contracts import AdmittedDelivery, Custody
 from contracts._invocation import Invoker
-from contracts._status import StatusReport
+from contracts._status import RecoveryDirective, StatusReport
 from host._operations import Operation
 
 
@@ -44,7 +44,7 @@ class CoordinatorHost(Protocol):
     async def recover(
         self,
         delivery_id: str,
-        directive: str,
+        directive: RecoveryDirective | str,
         *,
         actor: str = "operator",
         reason: str,

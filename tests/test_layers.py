@@ -51,6 +51,12 @@ def test_the_real_tree_keeps_its_contracts(tmp_path: Path) -> None:
             "import host.langgraph\n",
             "never reaches into host.langgraph",
         ),
+        ("host/_bad.py", "import sqlite3\n", "no LangGraph, no database driver"),
+        ("host/_bad.py", "import psycopg\n", "no LangGraph, no database driver"),
+        ("host/storage/_bad.py", "import sqlite3\n", "no LangGraph, no database driver"),
+        ("host/storage/_bad.py", "import langgraph.graph\n", "LangGraph"),
+        ("host/storage/sqlite/_bad.py", "import langgraph\n", "LangGraph"),
+        ("host/journal/_bad.py", "from sqlite3 import connect\n", "no database driver"),
     ],
 )
 def test_a_bad_import_breaks_a_contract(
@@ -62,3 +68,30 @@ def test_a_bad_import_breaks_a_contract(
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
     assert broken in result.stdout.split("BROKEN")[0].splitlines()[-1] or broken in result.stdout
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {"host/_bad_a.py": "import host._bad_b\n", "host/_bad_b.py": "import host._bad_a\n"},
+        {
+            "host/_bad.py": "from host._core import HostCore\n",
+            "host/_core.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import host._bad\n"
+            ),
+        },
+        {
+            "host/storage/_bad.py": "import host._lease\n",
+            "host/_lease.py": "import host.storage._bad\n",
+        },
+    ],
+    ids=["direct", "type-checking-only", "across-packages"],
+)
+def test_an_import_cycle_in_host_breaks_a_contract(tmp_path: Path, planted: dict[str, str]) -> None:
+    _copy_tree(tmp_path)
+    for module, text in planted.items():  # appended: a planted line joins what is there
+        path = tmp_path / module
+        path.write_text((path.read_text() if path.exists() else "") + text)
+    result = _lint(tmp_path)
+    assert result.returncode != 0
+    assert "No import cycles within host BROKEN" in result.stdout

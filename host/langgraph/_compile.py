@@ -18,10 +18,11 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, StateGraph
+from langgraph.types import Command
 
 from contracts import ControlGraph, graph_digest
-from host.langgraph._context import CompiledGraphInfo, DeliveryContext
-from host.langgraph._handlers import handle
+from host._context import CompiledGraphInfo, DeliveryContext
+from host._handlers import handle
 from host.langgraph._state import ThreadState
 
 CONTEXT_KEY = "__execsys_context"
@@ -32,7 +33,9 @@ def _handler(node_id: str) -> Callable[[dict[str, Any], RunnableConfig], Awaitab
     async def run(state: dict[str, Any], config: RunnableConfig) -> Any:
         ctx: DeliveryContext = config["configurable"][CONTEXT_KEY]
         step = int((config.get("metadata") or {}).get("langgraph_step", 0))
-        return await handle(node_id, state, ctx, step)
+        result = await handle(node_id, state, ctx, step)
+        # The one translation of a core step into LangGraph's terms.
+        return Command(update=result.update, goto=list(result.goto))
 
     run.__name__ = f"node_{node_id}"
     return run

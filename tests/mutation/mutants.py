@@ -41,12 +41,12 @@ ACCEPTANCE = ("tests/codeclosure/test_operations.py",)
 FAILURES = ("tests/codeclosure/test_failures.py",)
 
 SELECTION_PY = "host/_selection.py"
-HANDLERS_PY = "host/langgraph/_handlers.py"
+FLOW_PY = "host/_flow.py"
 VALIDATE_PY = "host/_validate.py"
-ACTION_PY = "host/langgraph/_action.py"
-HOST_PY = "host/langgraph/_host.py"
+ACTION_PY = "host/_action.py"
+SERVICE_PY = "host/_service.py"
 RESUMES_PY = "host/_resumes.py"
-WAIT_PY = "host/langgraph/_wait.py"
+WAIT_PY = "host/_wait.py"
 RULES_PY = "host/journal/_rules.py"
 CHAIN_PY = "host/journal/_chain.py"
 CODEC_PY = "host/journal/_codec.py"
@@ -110,7 +110,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "barrier-old-round-mark",
         "a barrier counts a branch's mark from an earlier round",
-        HANDLERS_PY,
+        FLOW_PY,
         'marks.get(f"{parallel}/{b}") == round_no]',
         'marks.get(f"{parallel}/{b}") is not None]',
         PATHS,
@@ -118,7 +118,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "barrier-first-arrival",
         "a barrier fires on the first arrival",
-        HANDLERS_PY,
+        FLOW_PY,
         '    if len(arrived) != len(info["selected"]):',
         "    if not arrived:",
         PATHS,
@@ -126,7 +126,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "barrier-fires-twice",
         "a barrier that fired this round may fire again",
-        HANDLERS_PY,
+        FLOW_PY,
         '    if not info or info.get("fired"):',
         "    if not info:",
         PATHS,
@@ -134,7 +134,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "round-keeps-old-outputs",
         "a new parallel round keeps the branches' earlier outputs",
-        HANDLERS_PY,
+        FLOW_PY,
         '                writer.put("outputs", member, None)',
         "                pass",
         PATHS,
@@ -238,8 +238,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "input-answer-on-halted-delivery",
         "an answer is accepted on a delivery that cannot run",
-        HOST_PY,
-        '                if known != "answered":\n                    self._runnable(delivery_id)',
+        SERVICE_PY,
+        '                if known != "answered":\n                    self.runnable(delivery_id)',
         "                pass",
         WAITS,
     ),

@@ -17,13 +17,17 @@ from contracts import (
     Custody,
     DeliveryId,
     ErrorCode,
+    NodeState,
     TerminalNode,
+    Transition,
     digest_of,
 )
 from contracts._invocation import Invoker
+from contracts._status import DeliveryStatus
 from contracts._topology import Region, region_index
 from host._launches import launch_record
 from host._operations import Operation
+from host._outbox import OutboxItem
 
 HOST_ACTOR = {"id": "host", "kind": "automation", "role": "host"}
 
@@ -124,7 +128,7 @@ class StepWriter:
         self.state = state
         self.node = node
         self.updates: dict[str, dict[str, Any]] = {}
-        self.outbox: list[dict[str, Any]] = []
+        self.outbox: list[OutboxItem] = []
         self.goto: list[str] = []
 
     def put(self, channel: str, key: str, value: Any) -> None:
@@ -149,9 +153,9 @@ class StepWriter:
         self,
         node: str,
         activation: int,
-        transition: str,
-        prior: str,
-        result: str,
+        transition: Transition,
+        prior: NodeState,
+        result: NodeState,
         *,
         attempt: int | None = None,
         refs: list[dict[str, str]] | None = None,
@@ -170,9 +174,10 @@ class StepWriter:
                 "request": request or f"{node}/{activation}/{transition}/{attempt or 0}",
                 "node": node,
                 "activation": activation,
-                "transition": transition,
-                "prior": prior,
-                "result": result,
+                # Plain strings: channel values stay JSON-native.
+                "transition": str(transition),
+                "prior": str(prior),
+                "result": str(result),
                 "attempt": attempt,
                 "refs": refs or [],
                 "predecessors": predecessors or [],
@@ -184,9 +189,11 @@ class StepWriter:
             }
         )
 
-    def status(self, status: str, *, outcome: str | None = None, message: str = "") -> None:
+    def status(
+        self, status: DeliveryStatus | str, *, outcome: str | None = None, message: str = ""
+    ) -> None:
         """Set the delivery's run status."""
-        self.put("run", "status", status)
+        self.put("run", "status", str(status))  # a plain string: channel values stay JSON
         self.put("run", "outcome", outcome if outcome is not None else "")
         self.put("run", "message", message)
 
@@ -253,9 +260,9 @@ class StepWriter:
                 self.event(
                     node,
                     activation,
-                    "dependencies-satisfied",
-                    "pending",
-                    "ready",
+                    Transition.DEPENDENCIES_SATISFIED,
+                    NodeState.PENDING,
+                    NodeState.READY,
                     predecessors=preds,
                 )
         else:
@@ -278,15 +285,23 @@ class StepWriter:
             self.event(
                 node,
                 activation,
-                "retry-authorized",
-                "failed",
-                "ready",
+                Transition.RETRY_AUTHORIZED,
+                NodeState.FAILED,
+                NodeState.READY,
                 authorization=authorization,
                 actor=actor,
                 rationale=rationale,
                 request=f"{node}/{activation}/retry/{attempt}",
             )
-        self.event(node, activation, "work-started", "ready", "active", attempt=attempt, refs=refs)
+        self.event(
+            node,
+            activation,
+            Transition.WORK_STARTED,
+            NodeState.READY,
+            NodeState.ACTIVE,
+            attempt=attempt,
+            refs=refs,
+        )
 
     def dispatch(self, node: str, site: dict[str, Any], **grant: Any) -> dict[str, Any]:
         """Journal an action's attempt as started, with its launch record, in *this* step.
@@ -360,9 +375,9 @@ class StepWriter:
             self.event(
                 self.node,
                 activation,
-                "work-blocked",
-                "active",
-                "blocked",
+                Transition.WORK_BLOCKED,
+                NodeState.ACTIVE,
+                NodeState.BLOCKED,
                 attempt=int(site.get("attempt", 1)),
                 error={"code": code.value, "message": message[:4000]},
                 actor=actor,

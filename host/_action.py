@@ -25,13 +25,16 @@ from contracts import (
     ErrorCode,
     ExecsysError,
     ExecutionSite,
+    NodeState,
     SavepointId,
+    Transition,
     digest_of,
 )
 from contracts._invocation import Completed, Failed, InvocationRequest, InvocationResult, NeedsInput
+from host._context import StepWriter, invocation_id
 from host._retry import backoff_s, may_retry
+from host._step import begin, commit_outputs, fail_node, materialize, successors_of
 from host._validate import validate_outputs
-from host.langgraph._context import StepWriter, invocation_id
 
 CAPABILITY_TTL_S = 24 * 3600.0
 
@@ -44,8 +47,6 @@ async def run_action_turn(
     wake: Mapping[str, Any] | None,
 ) -> None:
     """Run the scheduled turn of ``node_id`` (first turn, retry or continuation)."""
-    from host.langgraph._handlers import begin, fail_node, materialize
-
     ctx = writer.ctx
     activation = int(site["activation"])
     attempt = int(site.get("attempt", 1))
@@ -80,9 +81,9 @@ async def run_action_turn(
         writer.event(
             node_id,
             activation,
-            "block-cleared",
-            "blocked",
-            "active",
+            Transition.BLOCK_CLEARED,
+            NodeState.BLOCKED,
+            NodeState.ACTIVE,
             attempt=attempt,
             request=f"{node_id}/{activation}/answer/{suspension['correlation']}",
             rationale="action-input answered",
@@ -146,9 +147,9 @@ async def run_action_turn(
         writer.event(
             node_id,
             activation,
-            "work-failed",
-            "active",
-            "failed",
+            Transition.WORK_FAILED,
+            NodeState.ACTIVE,
+            NodeState.FAILED,
             attempt=attempt,
             error={
                 "code": ErrorCode.SIBLING_STOPPED.value,
@@ -175,9 +176,9 @@ async def run_action_turn(
         writer.event(
             node_id,
             activation,
-            "work-blocked",
-            "active",
-            "blocked",
+            Transition.WORK_BLOCKED,
+            NodeState.ACTIVE,
+            NodeState.BLOCKED,
             attempt=attempt,
             rationale="action-input requested",
             request=f"{node_id}/{activation}/ask/{turn}",
@@ -197,9 +198,9 @@ async def run_action_turn(
             writer.event(
                 node_id,
                 activation,
-                "work-failed",
-                "active",
-                "failed",
+                Transition.WORK_FAILED,
+                NodeState.ACTIVE,
+                NodeState.FAILED,
                 attempt=attempt,
                 error={"code": result.code.value, "message": result.reason},
             )
@@ -244,8 +245,6 @@ def _apply_directive(
     directive: Mapping[str, Any],
 ) -> bool:
     """Clear the halt under an operator's directive; True if the turn should run again."""
-    from host.langgraph._handlers import commit_outputs, fail_node, successors_of
-
     activation = int(site["activation"])
     attempt = int(site.get("attempt", 1))
     operator = {"id": str(directive["actor"]), "kind": "human"}
@@ -254,9 +253,9 @@ def _apply_directive(
     writer.event(
         node_id,
         activation,
-        "block-cleared",
-        "blocked",
-        "active",
+        Transition.BLOCK_CLEARED,
+        NodeState.BLOCKED,
+        NodeState.ACTIVE,
         attempt=attempt,
         actor=operator,
         rationale=f"{directive['kind']}: {directive.get('reason', '')}",
@@ -294,8 +293,6 @@ async def _commit(
     exec_site: ExecutionSite,
     base: SavepointId,
 ) -> None:
-    from host.langgraph._handlers import commit_outputs, fail_node, successors_of
-
     ctx = writer.ctx
     try:
         output = validate_outputs(node_id, node.outputs, result.output)

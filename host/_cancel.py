@@ -11,32 +11,30 @@ nothing can continue.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from contracts import ErrorCode, error
-from contracts._status import StatusReport
-from host.langgraph._context import StepWriter
-from host.langgraph._operator import clear_stop, stop
-
-if TYPE_CHECKING:
-    from host.langgraph._host import LangGraphHost
-
-_ENDED = {"completed", "failed", "cancelled", "retired"}
+from contracts import ErrorCode, NodeState, Transition, error
+from contracts._status import ENDED, DeliveryStatus, StatusReport
+from host._context import StepWriter
+from host._core import HostCore
+from host._outbox import OutboxItem
+from host._stop import stop
+from host._stop_requests import clear_stop
 
 
-async def cancel(host: LangGraphHost, delivery_id: str, actor: str, reason: str) -> StatusReport:
+async def cancel(host: HostCore, delivery_id: str, actor: str, reason: str) -> StatusReport:
     """Stop the delivery and end it as ``cancelled``; see the module docstring."""
     report = host.status(delivery_id)
-    if report.status.value not in _ENDED and report.status.value != "stopped":
+    if report.status not in ENDED and report.status is not DeliveryStatus.STOPPED:
         report = await stop(host, delivery_id, actor, 60.0, reason)
-    if report.status.value in _ENDED:
+    if report.status in ENDED:
         raise error(
             ErrorCode.DIRECTIVE_NOT_APPLICABLE,
             f"the delivery is {report.status.value}",
             path=delivery_id,
             expected="a delivery that has not ended",
         )
-    if report.status.value == "running":
+    if report.status is DeliveryStatus.RUNNING:
         raise error(
             ErrorCode.LEASE_HELD,
             "the delivery did not stop in time",
@@ -44,44 +42,46 @@ async def cancel(host: LangGraphHost, delivery_id: str, actor: str, reason: str)
             expected="its runner to reach a safe boundary; try again",
         )
     message = f"cancelled by {actor}" + (f": {reason}" if reason else "")
-    async with host._lock(delivery_id):
-        delivery = host._delivery(delivery_id)
+    async with host.lock(delivery_id):
+        delivery = host.delivery(delivery_id)
         token = host.leases.acquire(delivery_id, wait_s=5.0)
         try:
             if host.store.latest_checkpoint(delivery_id) is None:
                 _cancel_row(host, delivery_id, message)
             else:
                 await _journal_cancellation(host, delivery, token, actor, reason, message)
-            clear_stop(host, delivery_id)
+            clear_stop(host.leases, delivery_id)
         finally:
             host.leases.release(delivery_id)
     return host.status(delivery_id)
 
 
-def _cancel_row(host: LangGraphHost, delivery_id: str, message: str) -> None:
+def _cancel_row(host: HostCore, delivery_id: str, message: str) -> None:
     """No checkpoint yet (killed before its first step): nothing ran, only the status moves."""
-    row = host.store.delivery_row(delivery_id)
+    row = host.store.delivery(delivery_id)
     assert row is not None
-    with host.leases.transaction(delivery_id) as cur:
-        host.store.set_status(
-            cur, delivery_id, "cancelled", "CANCELLED", {**row["detail"], "message": message}, None
+    with host.leases.transaction(delivery_id) as tx:
+        tx.set_status(
+            delivery_id,
+            DeliveryStatus.CANCELLED.value,
+            "CANCELLED",
+            {**row["detail"], "message": message},
+            None,
         )
 
 
 async def _journal_cancellation(
-    host: LangGraphHost, delivery: Any, token: int, actor: str, reason: str, message: str
+    host: HostCore, delivery: Any, token: int, actor: str, reason: str, message: str
 ) -> None:
     did = delivery.delivery_id
-    saver, graphs = host.engine()
-    graph, _ = graphs.get(delivery.graph)
     host.journals.drive(delivery)
     try:
         projection = host.journals.journal(did).projection()
-        values = await host._values(delivery)
-        ctx = host._context(delivery)
+        values = await host.values(delivery)
+        ctx = host.context(delivery)
         operator = {"id": actor, "kind": "human"}
         rationale = f"cancel: {reason}"
-        outbox: list[dict[str, Any]] = []
+        outbox: list[OutboxItem] = []
         for (node, number), view in sorted(projection.activations.items()):
             state = view.state.value
             if state not in {"active", "blocked"}:
@@ -92,9 +92,9 @@ async def _journal_cancellation(
                 writer.event(
                     node,
                     number,
-                    "block-cleared",
-                    "blocked",
-                    "active",
+                    Transition.BLOCK_CLEARED,
+                    NodeState.BLOCKED,
+                    NodeState.ACTIVE,
                     attempt=attempt,
                     actor=operator,
                     rationale=rationale,
@@ -103,9 +103,9 @@ async def _journal_cancellation(
             writer.event(
                 node,
                 number,
-                "work-failed",
-                "active",
-                "failed",
+                Transition.WORK_FAILED,
+                NodeState.ACTIVE,
+                NodeState.FAILED,
                 attempt=attempt,
                 actor=operator,
                 error={"code": ErrorCode.DELIVERY_CANCELLED.value, "message": message},
@@ -123,12 +123,14 @@ async def _journal_cancellation(
             if state == "pending"
         }
         update["outbox"] = outbox
-        update["run"] = {"status": "cancelled", "outcome": "CANCELLED", "message": message}
-        saver.tokens[did] = token
-        await graph.aupdate_state(host._config(delivery), update, as_node=delivery.graph.start)
+        update["run"] = {
+            "status": DeliveryStatus.CANCELLED.value,
+            "outcome": "CANCELLED",
+            "message": message,
+        }
+        await host.substrate.update(delivery, update, token)
     except Exception:
         host.journals.forget(did)
         raise
     finally:
-        saver.tokens.pop(did, None)
         host.journals.release(did)

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contracts import ExecsysError, WaitNode
+from contracts import ExecsysError, NodeState, Transition, WaitNode
+from host._context import StepWriter
+from host._step import begin, fail_node, successors_of
 from host._validate import validate_outputs
-from host.langgraph._context import StepWriter
 
 
 def run_wait(
@@ -24,8 +25,6 @@ def run_wait(
     wake: Mapping[str, Any] | None,
 ) -> None:
     """Open the wait on first arrival; record an approval when woken with one."""
-    from host.langgraph._handlers import begin, fail_node, successors_of
-
     activation = int(site["activation"])
     waiting = (writer.state.get("waits") or {}).get(node_id)
     if waiting is None:
@@ -45,9 +44,9 @@ def run_wait(
         writer.event(
             node_id,
             activation,
-            "work-blocked",
-            "active",
-            "blocked",
+            Transition.WORK_BLOCKED,
+            NodeState.ACTIVE,
+            NodeState.BLOCKED,
             attempt=1,
             rationale=f"waiting for {node.wait}",
         )
@@ -72,9 +71,9 @@ def run_wait(
     writer.event(
         node_id,
         activation,
-        "block-cleared",
-        "blocked",
-        "active",
+        Transition.BLOCK_CLEARED,
+        NodeState.BLOCKED,
+        NodeState.ACTIVE,
         attempt=1,
         actor=human,
         rationale=f"{node.wait} by {approval['actor']}",
@@ -87,9 +86,9 @@ def run_wait(
         writer.event(
             node_id,
             activation,
-            "work-blocked",
-            "active",
-            "blocked",
+            Transition.WORK_BLOCKED,
+            NodeState.ACTIVE,
+            NodeState.BLOCKED,
             attempt=1,
             actor=human,
             request=f"{node_id}/{activation}/reblock/{len(approvals)}",
@@ -120,9 +119,9 @@ def run_wait(
     writer.event(
         node_id,
         activation,
-        "work-completed",
-        "active",
-        "completed",
+        Transition.WORK_COMPLETED,
+        NodeState.ACTIVE,
+        NodeState.COMPLETED,
         attempt=1,
         actor=human,
         refs=[

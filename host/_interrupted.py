@@ -21,14 +21,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from contracts import ActionNode, AdmittedDelivery, ErrorCode, digest_of, error
+from contracts import (
+    ActionNode,
+    AdmittedDelivery,
+    ErrorCode,
+    NodeState,
+    Transition,
+    digest_of,
+    error,
+)
+from host._context import DeliveryContext, StepWriter, invocation_id
+from host._core import HostCore
 from host._launches import reap
-from host.langgraph._context import DeliveryContext, StepWriter, invocation_id
-
-if TYPE_CHECKING:
-    from host.langgraph._host import LangGraphHost
+from host._outbox import OutboxItem
 
 _RESET = ("started", "session", "response", "halts", "directive")
 
@@ -50,25 +57,25 @@ def interrupted_attempts(
     return found
 
 
-def _launch(host: LangGraphHost, delivery: str, node: str, activation: int, attempt: int) -> Any:
+def _launch(host: HostCore, delivery: str, node: str, activation: int, attempt: int) -> Any:
     """The launch record the attempt's ``work-started`` event references, if any."""
     for line in reversed(host.store.journal_lines(delivery)[1:]):
         event = json.loads(line)
         if (
             event["node"] == node
             and event["activation"] == activation
-            and event["transition"] == "work-started"
+            and event["transition"] == Transition.WORK_STARTED
             and (event.get("attempt") or {}).get("sequence") == attempt
         ):
             for ref in event.get("refs", []):
                 if ref["kind"] == "launch":
-                    return host.record(ref["digest"])
+                    return host.load_record(ref["digest"])
             return None
     return None
 
 
 async def reap_interrupted(
-    host: LangGraphHost, delivery: AdmittedDelivery, attempts: list[tuple[str, dict[str, Any]]]
+    host: HostCore, delivery: AdmittedDelivery, attempts: list[tuple[str, dict[str, Any]]]
 ) -> None:
     """Make sure nothing of the interrupted attempts still runs, or refuse to go on."""
     did = delivery.delivery_id
@@ -82,7 +89,7 @@ async def reap_interrupted(
                 f"attempt {attempt} of '{node}' (activation {activation}) may still be running: "
                 f"{found.unknown}"
             )
-            host._mark_intervention(did, message)
+            host.mark_intervention(did, message)
             raise error(
                 ErrorCode.RECOVERY_UNCERTAIN,
                 message,
@@ -96,14 +103,14 @@ def redispatch(
     values: Mapping[str, Any],
     attempts: list[tuple[str, dict[str, Any]]],
     directive: Mapping[str, Any],
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[OutboxItem]]:
     """End each interrupted attempt as history and start the next one under ``directive``.
 
     Returns the new pending sites and the outbox (records and journal drafts)
     to commit with the input checkpoint of the run that invokes them.
     """
     operator = {"id": str(directive["actor"]), "kind": "human"}
-    outbox: list[dict[str, Any]] = []
+    outbox: list[OutboxItem] = []
     pending: dict[str, Any] = {}
     if not attempts:
         return pending, outbox
@@ -116,9 +123,9 @@ def redispatch(
         writer.event(
             node,
             activation,
-            "work-failed",
-            "active",
-            "failed",
+            Transition.WORK_FAILED,
+            NodeState.ACTIVE,
+            NodeState.FAILED,
             attempt=attempt,
             actor=operator,
             error={

@@ -18,20 +18,20 @@ import asyncio
 import json
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from contracts import AdmittedDelivery, ErrorCode, digest_of, error
-from host.langgraph._interrupted import interrupted_attempts, reap_interrupted
-from host.langgraph._operator import unfired_barriers
-
-if TYPE_CHECKING:
-    from host.langgraph._host import LangGraphHost
+from contracts import AdmittedDelivery, ErrorCode, SavepointId, digest_of, error
+from contracts._status import DeliveryStatus
+from host._core import HostCore
+from host._flow import unfired_barriers
+from host._interrupted import interrupted_attempts, reap_interrupted
+from host._outbox import OutboxItem
 
 _MERGED = ("pending", "suspensions", "waits", "halted")
 
 
 async def restart_from_savepoint(
-    host: LangGraphHost,
+    host: HostCore,
     delivery: AdmittedDelivery,
     token: int,
     actor: str,
@@ -40,9 +40,9 @@ async def restart_from_savepoint(
 ) -> None:
     """Apply the directive; see the module docstring."""
     did = delivery.delivery_id
-    row = host.store.delivery_row(did)
+    row = host.store.delivery(did)
     assert row is not None
-    if row["status"] in {"completed", "cancelled"}:
+    if row["status"] in {DeliveryStatus.COMPLETED, DeliveryStatus.CANCELLED}:
         raise error(
             ErrorCode.DIRECTIVE_NOT_APPLICABLE,
             f"the delivery is {row['status']}",
@@ -61,17 +61,16 @@ async def restart_from_savepoint(
     events_at = _events_at(host, did, fork_at)
     # Whatever a dead runner left running of the current position dies first.
     if host.store.latest_checkpoint(did) is not None:
-        now = await host._values(delivery)
+        now = await host.values(delivery)
         await reap_interrupted(host, delivery, interrupted_attempts(delivery, now))
 
-    restored = await asyncio.to_thread(host.custody.restore, did, savepoint)  # type: ignore[arg-type]
+    restored = await asyncio.to_thread(host.custody.restore, did, SavepointId(savepoint))
     if not restored.confirmed:
         message = f"restore of savepoint {savepoint} is uncertain: " + ", ".join(
             restored.differences[:3]
         )
-        with host.leases.transaction(did) as cur:
-            host.store.set_status(
-                cur,
+        with host.leases.transaction(did) as tx:
+            tx.set_status(
                 did,
                 "intervention",
                 ErrorCode.CUSTODY_RESTORE_UNCERTAIN.value,
@@ -85,15 +84,9 @@ async def restart_from_savepoint(
             expected="a verified tree; the delivery is in intervention",
         )
 
-    saver, graphs = host.engine()
-    graph, _ = graphs.get(delivery.graph)
-    saver.tokens[did] = token
     host.journals.drive(delivery)
     try:
-        config = host._config(delivery)
-        at = {"configurable": {**config["configurable"], "checkpoint_id": fork_at}}
-        snapshot = await graph.aget_state(at)
-        values: dict[str, Any] = dict(snapshot.values or {})
+        values: dict[str, Any] = dict((await host.snapshot(delivery, fork_at)).values)
         journal = host.journals.journal(did)
         projection = journal.projection()
         moved = {(e["node"], e["activation"]) for e in journal.fields_since(events_at)}
@@ -120,7 +113,7 @@ async def restart_from_savepoint(
             "id": uuid.uuid4().hex,
         }
         source = digest_of(directive)
-        outbox: list[dict[str, Any]] = [{"type": "record", "digest": source, "value": directive}]
+        outbox: list[OutboxItem] = [{"type": "record", "digest": source, "value": directive}]
         if targets:
             outbox.append(
                 {
@@ -133,7 +126,7 @@ async def restart_from_savepoint(
                     "rationale": reason,
                 }
             )
-        present = await host._values(delivery)
+        present = await host.values(delivery)
         for correlation, state in (present.get("correlations") or {}).items():
             if state == "pending":
                 update["correlations"][correlation] = "stale"
@@ -144,14 +137,13 @@ async def restart_from_savepoint(
             "message": f"restarted from savepoint {savepoint} by {actor}",
         }
         update["savepoint"] = {"head": savepoint}
-        await graph.aupdate_state(at, update, as_node=delivery.graph.start)
+        await host.substrate.update(delivery, update, token, fork_at)
     except Exception:
         host.journals.forget(did)
         raise
     finally:
-        saver.tokens.pop(did, None)
         host.journals.release(did)
-    await host._drive(
+    await host.drive(
         delivery,
         {
             "run": {
@@ -165,12 +157,8 @@ async def restart_from_savepoint(
     )
 
 
-def _events_at(host: LangGraphHost, delivery: str, checkpoint: str) -> int:
-    rows = host.store.read(
-        "SELECT events FROM execsys_checkpoints WHERE delivery = ? AND checkpoint = ?",
-        (delivery, checkpoint),
-    )
-    return int(rows[0][0]) if rows else 0
+def _events_at(host: HostCore, delivery: str, checkpoint: str) -> int:
+    return host.store.checkpoint_events(delivery, checkpoint)
 
 
 def _forked_state(

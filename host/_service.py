@@ -1,0 +1,249 @@
+"""The Workflow Host: the ``CoordinatorHost`` capability on the core and its two ports.
+
+Creating a Host opens nothing beyond its storage handle: it compiles nothing
+and starts nothing, and the substrate is created on first use, so reading
+commands never pay for it. Each operation takes the delivery's in-process lock
+and its lease, then hands the delivery's thread to :meth:`HostCore.drive` or to
+the module that owns the operation's rule (stop, directives, cancel,
+invalidation, retirement, views).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from contracts import AdmittedDelivery, ErrorCode, canonical_bytes, error
+from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
+from host import _health, _stop
+from host._core import HostCore, first_input
+from host._resumes import check_resolution, match_correlation
+from host._views import ORPHANED_DIRECTIVES, inspect_report, list_report, status_report
+from host._views import _iso as iso_time
+
+
+class WorkflowHost(HostCore):
+    """Runs admitted deliveries on private durable threads in one store."""
+
+    # --- operations -----------------------------------------------------------------------
+
+    async def run(
+        self, delivery: AdmittedDelivery, *, seed: str | None = None, created_by: str = "runner"
+    ) -> StatusReport:
+        """Admit ``delivery`` into the store and run it to its next stop."""
+        did = delivery.delivery_id
+        async with self.lock(did):
+            if self.store.delivery(did) is not None:
+                raise error(
+                    ErrorCode.DELIVERY_EXISTS,
+                    "this delivery was already started",
+                    path=did,
+                    expected="'execsys status' or 'execsys recover'",
+                )
+            token = self.leases.acquire(did)
+            try:
+                head = await asyncio.to_thread(self.custody.open, delivery.delivery_id, seed)
+                with self.leases.transaction(did) as tx:
+                    tx.insert_delivery(
+                        did,
+                        delivery.graph.graph,
+                        delivery.graph_digest,
+                        delivery.digest,
+                        canonical_bytes(delivery.model_dump(mode="json")),
+                    )
+                    self.journals.create(tx, delivery, created_by)
+                ctx = self.context(delivery)
+                await self.drive(delivery, first_input(delivery, head, ctx), token, ctx)
+            finally:
+                self.leases.release(did)
+        return self.status(did)
+
+    async def answer(self, delivery_id: str, correlation: str, response: Any) -> StatusReport:
+        """Continue a suspended action with the answer to its question (action-input)."""
+        async with self.lock(delivery_id):
+            delivery = self.delivery(delivery_id)
+            token = self.leases.acquire(delivery_id, wait_s=10.0)
+            try:
+                values = await self.values(delivery)
+                known = (values.get("correlations") or {}).get(correlation)
+                if known != "answered":
+                    self.runnable(delivery_id)
+                node = match_correlation(delivery_id, values, correlation)
+                wake = {
+                    "wake": {node: {"correlation": correlation, "response": response}},
+                    "correlations": {correlation: "answered"},
+                    "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
+                }
+                await self.drive(delivery, wake, token)
+            finally:
+                self.leases.release(delivery_id)
+        return self.status(delivery_id)
+
+    async def resolve(
+        self, delivery_id: str, node: str, actor: str, role: str, result: Any
+    ) -> StatusReport:
+        """Record an admitted actor's resolution of a pending workflow wait."""
+        async with self.lock(delivery_id):
+            delivery = self.delivery(delivery_id)
+            token = self.leases.acquire(delivery_id, wait_s=10.0)
+            try:
+                self.runnable(delivery_id)
+                values = await self.values(delivery)
+                check_resolution(delivery, values, node, actor, role, result)
+                wake = {
+                    "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
+                    "run": {
+                        "status": "running",
+                        "outcome": "",
+                        "message": f"{actor} resolved '{node}'",
+                    },
+                }
+                await self.drive(delivery, wake, token)
+            finally:
+                self.leases.release(delivery_id)
+        return self.status(delivery_id)
+
+    async def stop(
+        self,
+        delivery_id: str,
+        *,
+        actor: str = "operator",
+        wait_s: float = 30.0,
+        reason: str = "",
+    ) -> StatusReport:
+        """Bring the delivery to ``stopped`` at its next safe boundary."""
+        return await _stop.stop(self, delivery_id, actor, wait_s, reason)
+
+    async def recover(
+        self,
+        delivery_id: str,
+        directive: RecoveryDirective | str,
+        *,
+        actor: str = "operator",
+        reason: str,
+        node: str | None = None,
+        result: Any = None,
+        fail: bool = False,
+        savepoint: str | None = None,
+    ) -> StatusReport:
+        """Apply a recovery directive (continue, restart-from-savepoint, intervene)."""
+        from host import _directives  # lazy: reading commands never load the operation
+
+        return await _directives.recover(
+            self,
+            delivery_id,
+            directive,
+            actor=actor,
+            reason=reason,
+            node=node,
+            result=result,
+            fail=fail,
+            savepoint=savepoint,
+        )
+
+    async def cancel(
+        self, delivery_id: str, *, actor: str = "operator", reason: str = ""
+    ) -> StatusReport:
+        """Stop the delivery and end it as cancelled (nothing can continue it)."""
+        from host import _cancel  # lazy: reading commands never load the operation
+
+        return await _cancel.cancel(self, delivery_id, actor, reason)
+
+    async def invalidate(
+        self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
+    ) -> StatusReport:
+        """Invalidate a node's latest activation and everything that depended on it."""
+        from host import _invalidate  # lazy: reading commands never load the operation
+
+        return await _invalidate.invalidate(self, delivery_id, node, actor=actor, reason=reason)
+
+    async def retire(
+        self, delivery_id: str, authorization: str, *, actor: str = "operator"
+    ) -> dict[str, Any]:
+        """Delete the thread's Host-owned records once; return the durable retirement fact."""
+        from host import _retire  # lazy: reading commands never load the operation
+
+        return await _retire.retire(self, delivery_id, authorization, actor)
+
+    def needs_directive(self) -> list[dict[str, Any]]:
+        """Deliveries only a directive can move, with the reasons (dispatches nothing)."""
+        return _health.needs_directive(self)
+
+    def inspect(self, delivery_id: str) -> dict[str, Any]:
+        """Status, node states and attempts, heads, and the directives possible now."""
+        row = self.store.delivery(delivery_id)
+        if row is not None and row["status"] == DeliveryStatus.RETIRED:
+            report = status_report(self.store, delivery_id).public()
+            return {
+                **report,
+                "graph": row["graph"],
+                "retirement": self.store.retirement_fact(delivery_id),
+                "directives": [],
+            }
+        report = inspect_report(self.store, delivery_id)
+        active = report.pop("active")
+        report["interrupted"] = []
+        report["lease"] = self.leases.state(delivery_id)
+        if report["status"] == DeliveryStatus.RUNNING and report["lease"]["state"] != "held":
+            # Its runner died or stopped renewing mid-step: whatever is active was
+            # interrupted with it, and only a directive moves the delivery.
+            why = "its runner stopped before the attempt's result committed"
+            report["interrupted"] = [{**a, "reason": why} for a in active]
+            report["needs_directive"] = (
+                _health.HUNG if report["lease"]["state"] == "expired" else _health.ORPHANED
+            )
+            report["directives"] = list(ORPHANED_DIRECTIVES)
+        report["custody"]["head"] = _health.custody_head(self, delivery_id)
+        report["savepoints"] = self.store.savepoint_checkpoints(delivery_id)
+        report["mismatches"] = _health.consistency(self, delivery_id)
+        return report
+
+    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+        """The stored admitted delivery (read-only; refused once retired)."""
+        return self.delivery(delivery_id)
+
+    def record(self, digest: str) -> Any:
+        """A content-addressed record (a node's outputs, a selection, an approval)."""
+        return self.load_record(digest)
+
+    def journal_lines(self, delivery_id: str) -> list[bytes]:
+        """The delivery's stored journal: header line, then events by ordinal."""
+        if self.store.delivery(delivery_id) is None:
+            raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
+        return self.store.journal_lines(delivery_id)
+
+    def delivery_document(self, delivery_id: str) -> dict[str, Any]:
+        """The admitted delivery's stored document (retired deliveries keep theirs)."""
+        row = self.store.delivery(delivery_id)
+        if row is None:
+            raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
+        document: dict[str, Any] = json.loads(row["document"])
+        return document
+
+    def deliveries(self) -> list[dict[str, Any]]:
+        """Every delivery in the store."""
+        return list_report(self.store)
+
+    def delivery_page(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> dict[str, Any]:
+        """One page of the listing (read-only); see ``CoordinatorHost.delivery_page``."""
+        rows, total = self.store.page_deliveries(
+            limit=limit, offset=offset, status=status, graph=graph, changed_since=changed_since
+        )
+        listed = [
+            {**row, "updated": iso_time(row["updated"]), "changed": row["updated"]} for row in rows
+        ]
+        return {"deliveries": listed, "total": total}
+
+    def close(self) -> None:
+        """Release leases and close the store."""
+        self.leases.close()
+        self.store.close()

@@ -1,0 +1,107 @@
+"""The substrate port on LangGraph: compiled graphs, the checkpointer, thread reads and forks.
+
+LangGraph is imported when the first substrate is created, never at import
+time: reading commands never pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts import AdmittedDelivery, ControlGraph, ExecsysError
+from host._context import CompiledGraphInfo, DeliveryContext
+from host._journal_book import JournalBook
+from host._step_rows import StatusDeriver
+from host._substrate import ThreadSnapshot
+from host.storage.sqlite import SqliteStorage
+
+RECURSION_LIMIT = 1_000_000
+"""LangGraph's super-step bound; cycles are bounded by max_visits instead."""
+
+
+class LangGraphSubstrate:
+    """Delivery threads as LangGraph threads, checkpointed in the SQLite store."""
+
+    def __init__(
+        self, store: SqliteStorage, journals: JournalBook, derive_status: StatusDeriver
+    ) -> None:
+        from host.langgraph._compile import GraphCache
+        from host.langgraph._saver import HostSaver
+
+        self.saver = HostSaver(store, journals, derive_status)
+        self.saver.setup()
+        self.graphs = GraphCache(self.saver)
+        self.errors = store.errors
+
+    @property
+    def compiles(self) -> int:
+        """Graphs compiled so far."""
+        return int(self.graphs.compiles)
+
+    def info(self, graph: ControlGraph) -> CompiledGraphInfo:
+        """The graph's facts (compiling it on first use)."""
+        _, info = self.graphs.get(graph)
+        return info
+
+    def _config(
+        self,
+        delivery: AdmittedDelivery,
+        ctx: DeliveryContext | None = None,
+        checkpoint: str | None = None,
+    ) -> dict[str, Any]:
+        from host.langgraph._compile import CONTEXT_KEY
+
+        configurable: dict[str, Any] = {"thread_id": delivery.delivery_id}
+        if ctx is not None:
+            configurable[CONTEXT_KEY] = ctx
+        if checkpoint is not None:
+            configurable["checkpoint_id"] = checkpoint
+        return {"configurable": configurable, "recursion_limit": RECURSION_LIMIT}
+
+    async def snapshot(
+        self, delivery: AdmittedDelivery, checkpoint: str | None = None
+    ) -> ThreadSnapshot:
+        """The thread's state (latest, or at ``checkpoint``)."""
+        graph, _ = self.graphs.get(delivery.graph)
+        snapshot = await graph.aget_state(self._config(delivery, checkpoint=checkpoint))
+        # 'tasks', not 'next': a task whose writes were saved before the crash is
+        # still pending although 'next' no longer lists it.
+        return ThreadSnapshot(
+            values=dict(snapshot.values or {}),
+            tasks=tuple(sorted({str(t.name) for t in snapshot.tasks})),
+        )
+
+    async def run(
+        self, delivery: AdmittedDelivery, first: dict[str, Any], token: int, ctx: DeliveryContext
+    ) -> None:
+        """Invoke the graph on the thread, every checkpoint fenced by ``token``."""
+        graph, _ = self.graphs.get(delivery.graph)
+        did = delivery.delivery_id
+        self.saver.tokens[did] = token
+        try:
+            await graph.ainvoke(first, self._config(delivery, ctx), durability="sync")
+        finally:
+            self.saver.tokens.pop(did, None)
+
+    async def update(
+        self,
+        delivery: AdmittedDelivery,
+        update: dict[str, Any],
+        token: int,
+        checkpoint: str | None = None,
+    ) -> None:
+        """Write an ``update`` checkpoint as the start node (a fork from ``checkpoint``)."""
+        graph, _ = self.graphs.get(delivery.graph)
+        did = delivery.delivery_id
+        self.saver.tokens[did] = token
+        try:
+            config = self._config(delivery, checkpoint=checkpoint)
+            await graph.aupdate_state(config, update, as_node=delivery.graph.start)
+        finally:
+            self.saver.tokens.pop(did, None)
+
+    def error(self, exc: BaseException, delivery: str) -> ExecsysError:
+        """Map an exception escaping LangGraph (or the store) to a catalogued error."""
+        from host.langgraph._errors import substrate_error
+
+        return substrate_error(exc, delivery)
