@@ -86,6 +86,15 @@ class CoordinatorHost(Protocol):
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
         ...
 
+    def lease_counts(self) -> dict[str, int]:
+        """Counts of this Host instance's lease work since it was created.
+
+        ``granted`` (leases taken), ``renewed`` (expiries pushed ahead), ``lost``
+        (renewals that found the lease taken over) and ``fenced`` (writes refused
+        because another holder's token is newer).
+        """
+        ...
+
     def admitted(self, delivery_id: str) -> AdmittedDelivery:
         """The delivery as it was admitted: its graph, input and authority policy."""
         ...

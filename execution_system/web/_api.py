@@ -205,21 +205,7 @@ async def _graph(request: Request, state: WebState, who: Principal) -> Response:
 
 async def _runners(request: Request, state: WebState, who: Principal) -> Response:
     who.require(Action.READ)
-    import os
-
-    return _json(
-        {
-            "runners": [
-                {
-                    "name": f"web-{os.getpid()}",
-                    "kind": "web",
-                    "pid": os.getpid(),
-                    "started": state.started,
-                    "alive": True,
-                }
-            ]
-        }
-    )
+    return _json({"runners": state.runner_rows()})
 
 
 async def _goals(request: Request, state: WebState, who: Principal) -> Response:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +38,10 @@ class GoalSource(Protocol):
         ...
 
 
+RunnerSource = Callable[[], list[dict[str, Any]]]
+"""The runner processes serving the store, one row each (``name``, ``kind``, ``alive``, ...)."""
+
+
 @dataclass
 class Session:
     """A console login."""
@@ -61,6 +66,7 @@ class WebState:
     started: float = field(default_factory=time.time)
     local: Principal = field(default_factory=local_principal)
     poll_s: float = 0.25
+    runners: RunnerSource | None = None
 
     def __post_init__(self) -> None:
         self.feed = ChangeFeed(self._changed, interval_s=self.poll_s)
@@ -70,6 +76,20 @@ class WebState:
         page = self.host.delivery_page(limit=1_000_000, changed_since=since)
         rows: list[dict[str, Any]] = page["deliveries"]
         return rows
+
+    def runner_rows(self) -> list[dict[str, Any]]:
+        """The runners serving the store: the source given, else this server's process."""
+        if self.runners is not None:
+            return self.runners()
+        return [
+            {
+                "name": f"web-{os.getpid()}",
+                "kind": "web",
+                "pid": os.getpid(),
+                "started": self.started,
+                "alive": True,
+            }
+        ]
 
     # --- authentication ------------------------------------------------------------------
 

@@ -117,6 +117,7 @@ class LangGraphHost:
 
             saver = HostSaver(self.store, self.journals, derive_status)
             saver.setup()
+            saver.lease_counts = self.leases.counts
             self._engine = (saver, GraphCache(saver))
         return self._engine
 
@@ -316,6 +317,10 @@ class LangGraphHost:
     def status(self, delivery_id: str) -> StatusReport:
         """The delivery's current status (from the store; no LangGraph)."""
         return status_report(self.store, delivery_id)
+
+    def lease_counts(self) -> dict[str, int]:
+        """Lease grants, renewals, lost renewals and fenced writes of this Host so far."""
+        return dict(self.leases.counts)
 
     def inspect(self, delivery_id: str) -> dict[str, Any]:
         """Status, node states and attempts, heads, and the directives possible now."""

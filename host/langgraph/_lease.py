@@ -70,10 +70,19 @@ def fenced(delivery: str, found: Any) -> ExecsysError:
     )
 
 
-def check_token(cur: sqlite3.Cursor, delivery: str, token: int | None) -> None:
+LEASE_COUNTS = ("granted", "renewed", "lost", "fenced")
+"""What a lease manager counts: grants, renewals, renewals that found the lease taken over,
+and writes refused by fencing."""
+
+
+def check_token(
+    cur: sqlite3.Cursor, delivery: str, token: int | None, counts: dict[str, int] | None = None
+) -> None:
     """Refuse the write in progress on ``cur`` unless ``token`` is the delivery's current one."""
     row = cur.execute("SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,)).fetchone()
     if token is None or row is None or int(row[0]) != token:
+        if counts is not None:
+            counts["fenced"] += 1
         raise fenced(delivery, row[0] if row else None)
 
 
@@ -101,6 +110,8 @@ class LeaseManager:
         self._mutex = threading.Lock()
         """Orders renewals against release: nothing renews a lease after it is given back."""
         self._beacon: int | None = None
+        self.counts: dict[str, int] = dict.fromkeys(LEASE_COUNTS, 0)
+        """Since this manager was created (see ``LEASE_COUNTS``)."""
 
     # --- the liveness hint ------------------------------------------------------------
 
@@ -159,6 +170,7 @@ class LeaseManager:
                     )
                 token = self._grant(delivery)
                 if token is not None:
+                    self.counts["granted"] += 1
                     self._held[delivery] = token
                     self._lost.discard(delivery)
                     break
@@ -223,7 +235,10 @@ class LeaseManager:
             except sqlite3.Error:
                 return True
             if changed == 0:
+                self.counts["lost"] += 1
                 self._lost.add(delivery)
+            else:
+                self.counts["renewed"] += 1
             return changed == 1
 
     async def _keep(self, delivery: str, token: int) -> None:
@@ -273,7 +288,7 @@ class LeaseManager:
     def transaction(self, delivery: str) -> Iterator[sqlite3.Cursor]:
         """A store write transaction that first proves we still hold the lease."""
         with self.store.transaction() as cur:
-            check_token(cur, delivery, self._held.get(delivery))
+            check_token(cur, delivery, self._held.get(delivery), self.counts)
             yield cur
 
     def release(self, delivery: str) -> None:
@@ -328,6 +343,7 @@ class LeaseManager:
         rows = self.store.read("SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,))
         token = self._held.get(delivery)
         if token is None or not rows or int(rows[0][0]) != token:
+            self.counts["fenced"] += 1
             raise fenced(delivery, rows[0][0] if rows else None)
 
     def is_free(self, delivery: str) -> bool:
