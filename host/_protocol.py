@@ -20,8 +20,14 @@ class CoordinatorHost(Protocol):
         """Admit the delivery into the Host's store and run it to its next stop."""
         ...
 
-    async def answer(self, delivery_id: str, correlation: str, response: Any) -> StatusReport:
-        """Continue the action-input suspension ``correlation`` with ``response``."""
+    async def answer(
+        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+    ) -> StatusReport:
+        """Continue the action-input suspension ``correlation`` with ``response``.
+
+        ``actor`` names who answered (an agent, journaled as automation); without it
+        the answer is journaled as the Host's own.
+        """
         ...
 
     async def resolve(

@@ -252,7 +252,7 @@ async def _input(request: Request, state: WebState, who: Principal) -> Response:
     delivery = _delivery_id(request)
     who.require(Action.ANSWER, delivery)
     body = await read_body(request, AnswerBody)
-    report = await state.host.answer(delivery, body.correlation, body.response)
+    report = await state.host.answer(delivery, body.correlation, body.response, actor=who.actor)
     return _json(_status_document(report))
 
 

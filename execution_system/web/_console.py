@@ -356,7 +356,9 @@ async def answer_post(request: Request, state: WebState, who: Principal) -> Resp
     check_csrf(state.session(request), form)
     who.require(Action.ANSWER, delivery)
     response = _json_field(form, "response")
-    report = await state.host.answer(delivery, form.get("correlation", ""), response)
+    report = await state.host.answer(
+        delivery, form.get("correlation", ""), response, actor=who.actor
+    )
     audit(who, "input", delivery, f"ok {report.status.value}")
     state.feed.poke()
     return _back(delivery, "answered")

@@ -209,7 +209,9 @@ class LangGraphHost:
                 self.leases.release(did)
         return self.status(did)
 
-    async def answer(self, delivery_id: str, correlation: str, response: Any) -> StatusReport:
+    async def answer(
+        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+    ) -> StatusReport:
         """Continue a suspended action with the answer to its question (action-input)."""
         async with self._lock(delivery_id):
             delivery = self._delivery(delivery_id)
@@ -221,7 +223,9 @@ class LangGraphHost:
                     self._runnable(delivery_id)
                 node = match_correlation(delivery_id, values, correlation)
                 wake = {
-                    "wake": {node: {"correlation": correlation, "response": response}},
+                    "wake": {
+                        node: {"correlation": correlation, "response": response, "actor": actor}
+                    },
                     "correlations": {correlation: "answered"},
                     "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
                 }
