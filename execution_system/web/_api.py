@@ -30,6 +30,7 @@ from execution_system.web._bodies import (
     read_body,
 )
 from execution_system.web._errors import error_body, http_status
+from execution_system.web._goals import api_export
 from execution_system.web._graph import graph_view
 from execution_system.web._openapi import openapi_document
 from execution_system.web._state import WebState, audit
@@ -355,6 +356,7 @@ def api_routes() -> list[Route]:
         ("/runners", "runners", _runners),
         ("/goals", "goals", _goals),
         ("/goals/{goal}", "goal", _goal),
+        ("/goals/{goal}/export", "goal-export", api_export),
         ("/events", "events", _events),
     ]
     write: list[tuple[str, str, Handler]] = [

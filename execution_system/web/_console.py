@@ -27,6 +27,7 @@ from execution_system.web._auth import Action, Principal, from_entry
 from execution_system.web._bodies import RecoverBody, check_recover
 from execution_system.web._errors import http_status
 from execution_system.web._forms import check_csrf, read_form
+from execution_system.web._goals import export_response
 from execution_system.web._graph import STATES, graph_view, render_svg
 from execution_system.web._state import SESSION_COOKIE, SESSION_TTL_S, Session, WebState, audit
 from execution_system.web._tokens import hash_token
@@ -333,6 +334,11 @@ async def goal_page(request: Request, state: WebState, who: Principal) -> Respon
     return page(request, "goal.html", goal=state.goals.audit(goal))
 
 
+async def goal_export(request: Request, state: WebState, who: Principal) -> Response:
+    """Download a goal's accepted change (the text of ``execsys goal export``)."""
+    return export_response(state, who, str(request.path_params["goal"]))
+
+
 def _json_field(form: dict[str, str], name: str) -> Any:
     raw = form.get(name, "").strip()
     if not raw:
@@ -473,4 +479,5 @@ def console_routes() -> list[Route]:
         Route("/deliveries/{delivery}/resolve", console(resolve_post), methods=["POST"]),
         Route("/deliveries/{delivery}/directive", console(directive_post), methods=["POST"]),
         Route("/goals/{goal}", console(goal_page), methods=["GET"]),
+        Route("/goals/{goal}/export", console(goal_export), methods=["GET"]),
     ]

@@ -37,6 +37,13 @@ class GoalSource(Protocol):
         """A goal's status, journal, evidence and decisions."""
         ...
 
+    def export(self, goal_id: str) -> dict[str, Any]:
+        """The accepted change: ``goal``, ``base``, ``frozen``, ``manifest``, ``files``, ``patch``.
+
+        Refuses (GOAL_NOT_ACCEPTED) a goal that has not closed with an accepted change.
+        """
+        ...
+
 
 RunnerSource = Callable[[], list[dict[str, Any]]]
 """The runner processes serving the store, one row each (``name``, ``kind``, ``alive``, ...)."""
