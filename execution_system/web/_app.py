@@ -47,10 +47,15 @@ class _SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        static = scope["path"].startswith("/static/")
+
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [(k, v) for k, v in _HEADERS if k not in present]
+                if static and message.get("status") == 200:
+                    # Pages name assets with a content version (?v=): no revalidation.
+                    extra.append((b"cache-control", b"public, max-age=86400, immutable"))
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 

@@ -6,6 +6,7 @@ carry no inline script or style, and every form posts its session's CSRF token.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import re
@@ -33,6 +34,10 @@ from execution_system.web._state import SESSION_COOKIE, SESSION_TTL_S, Session, 
 from execution_system.web._tokens import hash_token
 
 HERE = Path(__file__).parent
+ASSET_VERSION = hashlib.sha256(
+    b"".join((HERE / "static" / name).read_bytes() for name in ("console.css", "console.js"))
+).hexdigest()[:12]
+"""In the assets' URLs, so a browser may cache them for good: new content, new URL."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -62,6 +67,7 @@ ENV = Environment(
     lstrip_blocks=True,
 )
 ENV.filters["pretty"] = _pretty
+ENV.globals["asset_version"] = ASSET_VERSION
 ENV.filters["urlpart"] = lambda v: quote(str(v), safe="")
 
 

@@ -77,8 +77,12 @@ def test_every_asset_is_served_locally(site: Site) -> None:
         html = (await client.get(f"/deliveries/{site.secrets['first']}")).text
         links = re.findall(r'(?:src|href)="([^"]+)"', html)
         assert links and all(link.startswith("/") for link in links), links
-        for asset in ("/static/console.css", "/static/console.js"):
-            assert (await client.get(asset)).status_code == 200
+        assets = [link for link in links if link.startswith("/static/")]
+        assert len(assets) == 2 and all("?v=" in link for link in assets), assets
+        for asset in assets:
+            served = await client.get(asset)
+            assert served.status_code == 200
+            assert "immutable" in served.headers["cache-control"]
 
     browse(site, script)
 
