@@ -313,9 +313,10 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
 
         verified = verify_lines(lines).to_json()
     every = None if request.query_params.get("events") == "all" else TIMELINE_ROWS
-    view = (
-        None if retired else graph_view(state.host, delivery, states=report["nodes"], lines=lines)
-    )
+    view = None
+    if not retired:
+        graph = state.admitted_graph(delivery)
+        view = graph_view(state.host, delivery, states=report["nodes"], lines=lines, graph=graph)
     return page(
         request,
         "delivery.html",

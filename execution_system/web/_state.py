@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
-from contracts import ErrorCode, ExecutorBinding, error
+from contracts import ControlGraph, ErrorCode, ExecutorBinding, error
 from execution_system.web._auth import Principal, from_entry, local_principal
 from execution_system.web._events import ChangeFeed
 from execution_system.web._metrics import WebMetrics
@@ -74,6 +74,7 @@ class WebState:
     local: Principal = field(default_factory=local_principal)
     poll_s: float = 0.25
     runners: RunnerSource | None = None
+    _graphs: dict[str, ControlGraph] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.feed = ChangeFeed(self._changed, interval_s=self.poll_s)
@@ -83,6 +84,16 @@ class WebState:
         page = self.host.delivery_page(limit=1_000_000, changed_since=since)
         rows: list[dict[str, Any]] = page["deliveries"]
         return rows
+
+    def admitted_graph(self, delivery: str) -> ControlGraph:
+        """The delivery's admitted graph, remembered: it never changes once admitted."""
+        found = self._graphs.get(delivery)
+        if found is None:
+            found = self.host.admitted(delivery).graph
+            if len(self._graphs) >= 256:
+                self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[delivery] = found
+        return found
 
     def runner_rows(self) -> list[dict[str, Any]]:
         """The runners serving the store: the source given, else this server's process."""
