@@ -87,6 +87,7 @@ async def run_action_turn(
             attempt=attempt,
             request=f"{node_id}/{activation}/answer/{suspension['correlation']}",
             rationale="action-input answered",
+            actor={"id": str(wake["actor"]), "kind": "automation"} if wake.get("actor") else None,
         )
     else:
         if attempt > 1 and node.retry is not None and not site.get("directive"):

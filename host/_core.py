@@ -100,6 +100,10 @@ class HostCore:
         """The substrate, created on first use."""
         if self._substrate is None:
             self._substrate = self._make_substrate(self.store, self.journals)
+            # A substrate that fences its own writes counts its refusals with ours.
+            share = getattr(self._substrate, "share_lease_counts", None)
+            if share is not None:
+                share(self.leases.counts)
         return self._substrate
 
     @property
@@ -131,6 +135,10 @@ class HostCore:
     def status(self, delivery_id: str) -> StatusReport:
         """The delivery's current status (from the store; no substrate)."""
         return status_report(self.store, delivery_id)
+
+    def lease_counts(self) -> dict[str, int]:
+        """Lease grants, renewals, lost renewals and fenced writes of this Host so far."""
+        return dict(self.leases.counts)
 
     def runnable(self, delivery_id: str) -> None:
         """Refuse work on a delivery that is stopped, in intervention, or ended."""

@@ -69,10 +69,19 @@ def fenced(delivery: str, found: Any) -> ExecsysError:
     )
 
 
-def check_token(tx: StorageTx, delivery: str, token: int | None) -> None:
+LEASE_COUNTS = ("granted", "renewed", "lost", "fenced")
+"""What a lease manager counts: grants, renewals, renewals that found the lease taken over,
+and writes refused by fencing."""
+
+
+def check_token(
+    tx: StorageTx, delivery: str, token: int | None, counts: dict[str, int] | None = None
+) -> None:
     """Refuse the write in progress in ``tx`` unless ``token`` is the delivery's current one."""
     found = tx.fencing_token(delivery)
     if token is None or found is None or found != token:
+        if counts is not None:
+            counts["fenced"] += 1
         raise fenced(delivery, found)
 
 
@@ -100,6 +109,8 @@ class LeaseManager:
         self._mutex = threading.Lock()
         """Orders renewals against release: nothing renews a lease after it is given back."""
         self._beacon: int | None = None
+        self.counts: dict[str, int] = dict.fromkeys(LEASE_COUNTS, 0)
+        """Since this manager was created (see ``LEASE_COUNTS``)."""
 
     # --- the liveness hint ------------------------------------------------------------
 
@@ -158,6 +169,7 @@ class LeaseManager:
                     )
                 token = self._grant(delivery)
                 if token is not None:
+                    self.counts["granted"] += 1
                     self._held[delivery] = token
                     self._lost.discard(delivery)
                     break
@@ -205,7 +217,10 @@ class LeaseManager:
             except self.store.errors:
                 return True
             if not renewed:
+                self.counts["lost"] += 1
                 self._lost.add(delivery)
+            else:
+                self.counts["renewed"] += 1
             return renewed
 
     async def _keep(self, delivery: str, token: int) -> None:
@@ -229,7 +244,7 @@ class LeaseManager:
     def transaction(self, delivery: str) -> Iterator[StorageTx]:
         """A store write transaction that first proves we still hold the lease."""
         with self.store.transaction() as tx:
-            check_token(tx, delivery, self._held.get(delivery))
+            check_token(tx, delivery, self._held.get(delivery), self.counts)
             yield tx
 
     def release(self, delivery: str) -> None:
@@ -278,6 +293,7 @@ class LeaseManager:
         row = self.store.lease(delivery)
         token = self._held.get(delivery)
         if token is None or row is None or row.token != token:
+            self.counts["fenced"] += 1
             raise fenced(delivery, row.token if row else None)
 
     def is_free(self, delivery: str) -> bool:

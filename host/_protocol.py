@@ -20,8 +20,14 @@ class CoordinatorHost(Protocol):
         """Admit the delivery into the Host's store and run it to its next stop."""
         ...
 
-    async def answer(self, delivery_id: str, correlation: str, response: Any) -> StatusReport:
-        """Continue the action-input suspension ``correlation`` with ``response``."""
+    async def answer(
+        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+    ) -> StatusReport:
+        """Continue the action-input suspension ``correlation`` with ``response``.
+
+        ``actor`` names who answered (an agent, journaled as automation); without it
+        the answer is journaled as the Host's own.
+        """
         ...
 
     async def resolve(
@@ -84,6 +90,15 @@ class CoordinatorHost(Protocol):
 
     def inspect(self, delivery_id: str) -> dict[str, Any]:
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
+        ...
+
+    def lease_counts(self) -> dict[str, int]:
+        """Counts of this Host instance's lease work since it was created.
+
+        ``granted`` (leases taken), ``renewed`` (expiries pushed ahead), ``lost``
+        (renewals that found the lease taken over) and ``fenced`` (writes refused
+        because another holder's token is newer).
+        """
         ...
 
     def admitted(self, delivery_id: str) -> AdmittedDelivery:

@@ -59,7 +59,9 @@ class WorkflowHost(HostCore):
                 self.leases.release(did)
         return self.status(did)
 
-    async def answer(self, delivery_id: str, correlation: str, response: Any) -> StatusReport:
+    async def answer(
+        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+    ) -> StatusReport:
         """Continue a suspended action with the answer to its question (action-input)."""
         async with self.lock(delivery_id):
             delivery = self.delivery(delivery_id)
@@ -71,7 +73,9 @@ class WorkflowHost(HostCore):
                     self.runnable(delivery_id)
                 node = match_correlation(delivery_id, values, correlation)
                 wake = {
-                    "wake": {node: {"correlation": correlation, "response": response}},
+                    "wake": {
+                        node: {"correlation": correlation, "response": response, "actor": actor}
+                    },
                     "correlations": {correlation: "answered"},
                     "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
                 }

@@ -30,6 +30,7 @@ from execution_system.web._bodies import (
     read_body,
 )
 from execution_system.web._errors import error_body, http_status
+from execution_system.web._goals import api_export
 from execution_system.web._graph import graph_view
 from execution_system.web._openapi import openapi_document
 from execution_system.web._state import WebState, audit
@@ -205,21 +206,7 @@ async def _graph(request: Request, state: WebState, who: Principal) -> Response:
 
 async def _runners(request: Request, state: WebState, who: Principal) -> Response:
     who.require(Action.READ)
-    import os
-
-    return _json(
-        {
-            "runners": [
-                {
-                    "name": f"web-{os.getpid()}",
-                    "kind": "web",
-                    "pid": os.getpid(),
-                    "started": state.started,
-                    "alive": True,
-                }
-            ]
-        }
-    )
+    return _json({"runners": state.runner_rows()})
 
 
 async def _goals(request: Request, state: WebState, who: Principal) -> Response:
@@ -266,7 +253,7 @@ async def _input(request: Request, state: WebState, who: Principal) -> Response:
     delivery = _delivery_id(request)
     who.require(Action.ANSWER, delivery)
     body = await read_body(request, AnswerBody)
-    report = await state.host.answer(delivery, body.correlation, body.response)
+    report = await state.host.answer(delivery, body.correlation, body.response, actor=who.actor)
     return _json(_status_document(report))
 
 
@@ -369,6 +356,7 @@ def api_routes() -> list[Route]:
         ("/runners", "runners", _runners),
         ("/goals", "goals", _goals),
         ("/goals/{goal}", "goal", _goal),
+        ("/goals/{goal}/export", "goal-export", api_export),
         ("/events", "events", _events),
     ]
     write: list[tuple[str, str, Handler]] = [

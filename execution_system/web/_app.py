@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,7 +19,7 @@ from contracts import ErrorCode, ExecsysError, ExecutorBinding, error
 from execution_system.web._api import api_routes, endpoint, error_response, state_of
 from execution_system.web._auth import Action, Principal
 from execution_system.web._console import HERE, console_routes, page
-from execution_system.web._state import GoalSource, WebState
+from execution_system.web._state import GoalSource, RunnerSource, WebState
 from execution_system.web._tokens import Tokens
 from host import CoordinatorHost
 
@@ -46,10 +47,15 @@ class _SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        static = scope["path"].startswith("/static/")
+
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [(k, v) for k, v in _HEADERS if k not in present]
+                if static and message.get("status") == 200:
+                    # Pages name assets with a content version (?v=): no revalidation.
+                    extra.append((b"cache-control", b"public, max-age=86400, immutable"))
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
@@ -58,7 +64,9 @@ class _SecurityHeaders:
 
 async def _metrics(request: Request, state: WebState, who: Principal) -> Response:
     who.require(Action.READ)
-    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    # A first scrape reads every journal once: off the event loop, which keeps serving.
+    body = await asyncio.to_thread(state.metrics.render)
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 def _metrics_route() -> Route:
@@ -111,11 +119,14 @@ def create_app(
     executors: Mapping[str, ExecutorBinding] | None = None,
     loopback: bool = True,
     poll_s: float = 0.25,
+    runners: RunnerSource | None = None,
 ) -> Starlette:
     """The ASGI app over ``host``; ``tokens=None`` means every caller is the local user.
 
     ``loopback`` says the server listens only on a loopback address; without
     it ``tokens`` is required (``execsys web`` refuses to start otherwise).
+    ``runners`` lists the runner processes serving the store (``GET /runners``,
+    ``execsys_runners_alive``); without it, this server's own process is the one.
     """
     if tokens is None and not loopback:
         raise error(
@@ -131,6 +142,7 @@ def create_app(
         executors=dict(executors or {}),
         loopback=loopback,
         poll_s=poll_s,
+        runners=runners,
     )
 
     @asynccontextmanager

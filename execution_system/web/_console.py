@@ -6,8 +6,11 @@ carry no inline script or style, and every form posts its session's CSRF token.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
+import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -25,11 +28,16 @@ from execution_system.web._auth import Action, Principal, from_entry
 from execution_system.web._bodies import RecoverBody, check_recover
 from execution_system.web._errors import http_status
 from execution_system.web._forms import check_csrf, read_form
+from execution_system.web._goals import export_response
 from execution_system.web._graph import STATES, graph_view, render_svg
 from execution_system.web._state import SESSION_COOKIE, SESSION_TTL_S, Session, WebState, audit
 from execution_system.web._tokens import hash_token
 
 HERE = Path(__file__).parent
+ASSET_VERSION = hashlib.sha256(
+    b"".join((HERE / "static" / name).read_bytes() for name in ("console.css", "console.js"))
+).hexdigest()[:12]
+"""In the assets' URLs, so a browser may cache them for good: new content, new URL."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -59,6 +67,7 @@ ENV = Environment(
     lstrip_blocks=True,
 )
 ENV.filters["pretty"] = _pretty
+ENV.globals["asset_version"] = ASSET_VERSION
 ENV.filters["urlpart"] = lambda v: quote(str(v), safe="")
 
 
@@ -126,12 +135,33 @@ def console(handler: PageHandler) -> Callable[[Request], Awaitable[Response]]:
 # --- login ---------------------------------------------------------------------------------
 
 
+LOGIN_COOKIE = "execsys_login"
+"""The pre-session cookie: the login form's CSRF token, sent back with the form (double submit)."""
+
+
+def _login_page(request: Request, status: int = 200, **values: Any) -> Response:
+    """The login form with a fresh CSRF token, in the form and in the pre-session cookie."""
+    state = state_of(request)
+    token = secrets.token_urlsafe(32)
+    response = page(request, "login.html", status, login_csrf=token, **values)
+    response.set_cookie(
+        LOGIN_COOKIE,
+        token,
+        max_age=3600,
+        httponly=True,
+        samesite="strict",
+        secure=not state.loopback,
+        path="/login",
+    )
+    return response
+
+
 async def login_form(request: Request) -> Response:
     """The login page: one field, the token."""
     state = state_of(request)
     if state.tokens is None:
         return RedirectResponse("/", 303)
-    return page(request, "login.html", next=_next(request.query_params.get("next")))
+    return _login_page(request, next=_next(request.query_params.get("next")))
 
 
 def _next(raw: str | None) -> str:
@@ -147,23 +177,33 @@ async def login(request: Request) -> Response:
     if state.tokens is None:
         return RedirectResponse("/", 303)
     form = await read_form(request)
+    anonymous = Principal("(anonymous)", "none", frozenset())
+    presession = request.cookies.get(LOGIN_COOKIE, "")
+    if not presession or not hmac.compare_digest(
+        form.get("csrf", "").encode(), presession.encode()
+    ):
+        # A login form posted from elsewhere (or replayed without its cookie): never a session.
+        audit(anonymous, "login", "/login", "refused CSRF_INVALID")
+        problem = error(
+            ErrorCode.CSRF_INVALID,
+            "the login form's CSRF token does not match its cookie",
+            path="csrf",
+            expected="the login form served by this console (reload /login)",
+        )
+        return _login_page(request, 403, next=_next(form.get("next")), problem=problem)
     entry = state.tokens.entries.get(hash_token(form.get("token", "").strip()))
     if entry is None:
-        audit(Principal("(anonymous)", "none", frozenset()), "login", "/login", "refused")
-        response = page(
-            request,
-            "login.html",
-            401,
-            next=_next(form.get("next")),
-            problem=error(ErrorCode.AUTH_TOKEN_UNKNOWN, "unknown token", path="token"),
-        )
-        return response
+        audit(anonymous, "login", "/login", "refused")
+        problem = error(ErrorCode.AUTH_TOKEN_UNKNOWN, "unknown token", path="token")
+        return _login_page(request, 401, next=_next(form.get("next")), problem=problem)
     principal = from_entry(entry)
     sid, _ = state.open_session(principal)
     audit(principal, "login", "/login", "ok")
-    return _with_cookie(
+    response = _with_cookie(
         RedirectResponse(_next(form.get("next")), 303), sid, secure=not state.loopback
     )
+    response.delete_cookie(LOGIN_COOKIE, path="/login")
+    return response
 
 
 async def logout(request: Request) -> Response:
@@ -204,10 +244,17 @@ def _statuses() -> list[str]:
     return [s.value for s in DeliveryStatus]
 
 
-def timeline(lines: list[bytes], limit: int = 500) -> list[dict[str, Any]]:
-    """The journal's events as rows: ordinal, time, node, transition, actor, attempt."""
+TIMELINE_ROWS = 100
+"""Journal events a delivery page lists unless asked for all (``?events=all``)."""
+
+
+def timeline(lines: list[bytes], limit: int | None = TIMELINE_ROWS) -> list[dict[str, Any]]:
+    """The journal's latest events as rows: ordinal, time, node, transition, actor, attempt.
+
+    ``limit=None`` lists every event.
+    """
     rows = []
-    for line in lines[1:][-limit:]:
+    for line in lines[1:] if limit is None else lines[1:][-limit:]:
         event = json.loads(line)
         rows.append(
             {
@@ -265,9 +312,11 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
         from host.journal import verify_lines
 
         verified = verify_lines(lines).to_json()
-    view = (
-        None if retired else graph_view(state.host, delivery, states=report["nodes"], lines=lines)
-    )
+    every = None if request.query_params.get("events") == "all" else TIMELINE_ROWS
+    view = None
+    if not retired:
+        graph = state.admitted_graph(delivery)
+        view = graph_view(state.host, delivery, states=report["nodes"], lines=lines, graph=graph)
     return page(
         request,
         "delivery.html",
@@ -275,7 +324,8 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
         view=view,
         svg=render_svg(view) if view is not None else None,
         states=STATES,
-        events=timeline(lines),
+        events=timeline(lines, every),
+        total_events=len(lines) - 1,
         verified=verified,
         notice=request.query_params.get("done"),
         full=True,
@@ -289,6 +339,11 @@ async def goal_page(request: Request, state: WebState, who: Principal) -> Respon
     if state.goals is None:
         raise error(ErrorCode.GOAL_NOT_FOUND, "this server serves no goals", path=goal)
     return page(request, "goal.html", goal=state.goals.audit(goal))
+
+
+async def goal_export(request: Request, state: WebState, who: Principal) -> Response:
+    """Download a goal's accepted change (the text of ``execsys goal export``)."""
+    return export_response(state, who, str(request.path_params["goal"]))
 
 
 def _json_field(form: dict[str, str], name: str) -> Any:
@@ -314,7 +369,9 @@ async def answer_post(request: Request, state: WebState, who: Principal) -> Resp
     check_csrf(state.session(request), form)
     who.require(Action.ANSWER, delivery)
     response = _json_field(form, "response")
-    report = await state.host.answer(delivery, form.get("correlation", ""), response)
+    report = await state.host.answer(
+        delivery, form.get("correlation", ""), response, actor=who.actor
+    )
     audit(who, "input", delivery, f"ok {report.status.value}")
     state.feed.poke()
     return _back(delivery, "answered")
@@ -429,4 +486,5 @@ def console_routes() -> list[Route]:
         Route("/deliveries/{delivery}/resolve", console(resolve_post), methods=["POST"]),
         Route("/deliveries/{delivery}/directive", console(directive_post), methods=["POST"]),
         Route("/goals/{goal}", console(goal_page), methods=["GET"]),
+        Route("/goals/{goal}/export", console(goal_export), methods=["GET"]),
     ]

@@ -92,9 +92,10 @@ class ChangeFeed:
         """Yield every change from now on, until the consumer stops iterating."""
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         if self._task is None:
-            self._seen = None
-            self._mark = None
-            self.poll()  # the baseline: changes are relative to the moment of subscribing
+            # The baseline: changes are relative to the moment of subscribing. After the
+            # first, it is a catch-up on what changed while nobody listened (a page reload
+            # costs a short listing, not the whole store's), its changes not sent.
+            self.poll()
         self._queues.add(queue)
         if self._task is None:
             self._task = asyncio.create_task(self._run())

@@ -68,14 +68,15 @@ def graph_view(
     *,
     states: dict[str, Any] | None = None,
     lines: list[bytes] | None = None,
+    graph: ControlGraph | None = None,
 ) -> dict[str, Any]:
     """Nodes with their states, edges, the path of the current round, parallel selections.
 
-    ``states`` (inspect's ``nodes``) and ``lines`` (the journal) may be passed in by a
-    caller that already read them.
+    ``states`` (inspect's ``nodes``), ``lines`` (the journal) and ``graph`` (the admitted
+    graph) may be passed in by a caller that already has them.
     """
-    admitted = host.admitted(delivery)
-    graph = admitted.graph
+    if graph is None:
+        graph = host.admitted(delivery).graph
     if states is None:
         states = host.inspect(delivery)["nodes"]
     path = current_path(lines if lines is not None else host.journal_lines(delivery))

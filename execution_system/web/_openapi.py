@@ -269,6 +269,15 @@ def openapi_document() -> dict[str, Any]:
         "/goals/{goal}": {
             "get": _op("A goal's status and audit", {"type": "object"}, params=_GOAL)
         },
+        "/goals/{goal}/export": {
+            "get": _op(
+                "The accepted change as a unified diff (the text of 'execsys goal export')",
+                {"type": "string"},
+                media="text/x-diff",
+                params=_GOAL,
+                errors=(400, 401, 403, 404, 409),
+            )
+        },
         "/events": {
             "get": _op(
                 "Server-sent events: one 'status' event per delivery status change",

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from starlette.requests import Request
 
-from contracts import ErrorCode, ExecutorBinding, error
+from contracts import ControlGraph, ErrorCode, ExecutorBinding, error
 from execution_system.web._auth import Principal, from_entry, local_principal
 from execution_system.web._events import ChangeFeed
 from execution_system.web._metrics import WebMetrics
@@ -35,6 +36,17 @@ class GoalSource(Protocol):
     def audit(self, goal_id: str) -> dict[str, Any]:
         """A goal's status, journal, evidence and decisions."""
         ...
+
+    def export(self, goal_id: str) -> dict[str, Any]:
+        """The accepted change: ``goal``, ``base``, ``frozen``, ``manifest``, ``files``, ``patch``.
+
+        Refuses (GOAL_NOT_ACCEPTED) a goal that has not closed with an accepted change.
+        """
+        ...
+
+
+RunnerSource = Callable[[], list[dict[str, Any]]]
+"""The runner processes serving the store, one row each (``name``, ``kind``, ``alive``, ...)."""
 
 
 @dataclass
@@ -61,6 +73,8 @@ class WebState:
     started: float = field(default_factory=time.time)
     local: Principal = field(default_factory=local_principal)
     poll_s: float = 0.25
+    runners: RunnerSource | None = None
+    _graphs: dict[str, ControlGraph] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.feed = ChangeFeed(self._changed, interval_s=self.poll_s)
@@ -70,6 +84,30 @@ class WebState:
         page = self.host.delivery_page(limit=1_000_000, changed_since=since)
         rows: list[dict[str, Any]] = page["deliveries"]
         return rows
+
+    def admitted_graph(self, delivery: str) -> ControlGraph:
+        """The delivery's admitted graph, remembered: it never changes once admitted."""
+        found = self._graphs.get(delivery)
+        if found is None:
+            found = self.host.admitted(delivery).graph
+            if len(self._graphs) >= 256:
+                self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[delivery] = found
+        return found
+
+    def runner_rows(self) -> list[dict[str, Any]]:
+        """The runners serving the store: the source given, else this server's process."""
+        if self.runners is not None:
+            return self.runners()
+        return [
+            {
+                "name": f"web-{os.getpid()}",
+                "kind": "web",
+                "pid": os.getpid(),
+                "started": self.started,
+                "alive": True,
+            }
+        ]
 
     # --- authentication ------------------------------------------------------------------
 

@@ -410,8 +410,11 @@ def _summarise(report: AuditReport, event: dict[str, Any], waits: set[str]) -> N
     elif transition == "work-failed":
         report.path.append(f"{node}#{number} failed")
     actor = event["actor"]
-    if actor["id"] != _HOST_ACTOR and not (
-        node in waits and transition in ("block-cleared", "work-completed")
+    answered = transition == "block-cleared" and actor.get("kind") == "automation"
+    if (
+        actor["id"] != _HOST_ACTOR
+        and not answered
+        and not (node in waits and transition in ("block-cleared", "work-completed"))
     ):
         report.directives.append(
             {

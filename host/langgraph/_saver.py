@@ -54,6 +54,8 @@ class HostSaver(SyncBackedSaver):
         self.derive_status = derive_status
         self.tokens: dict[str, int] = {}
         """delivery -> the fencing token this process holds."""
+        self.lease_counts: dict[str, int] | None = None
+        """The lease manager's counts, which a fenced write of a checkpoint adds to."""
         self._local = threading.local()
 
     @contextmanager
@@ -157,4 +159,4 @@ class HostSaver(SyncBackedSaver):
         _faults.boundary("put_writes", "after")
 
     def _fence(self, tx: StorageTx, delivery: str) -> None:
-        check_token(tx, delivery, self.tokens.get(delivery))
+        check_token(tx, delivery, self.tokens.get(delivery), self.lease_counts)

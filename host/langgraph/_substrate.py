@@ -33,6 +33,10 @@ class LangGraphSubstrate:
         self.graphs = GraphCache(self.saver)
         self.errors = store.errors
 
+    def share_lease_counts(self, counts: dict[str, int]) -> None:
+        """Count the checkpointer's fencing refusals in the lease manager's ``counts``."""
+        self.saver.lease_counts = counts
+
     @property
     def compiles(self) -> int:
         """Graphs compiled so far."""

@@ -59,6 +59,7 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
         "cancel",
         "invalidate",
         "needs_directive",
+        "lease_counts",
     }
     for name in members:
         source = inspect.getsource(getattr(CoordinatorHost, name))

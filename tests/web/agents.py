@@ -32,3 +32,11 @@ def _hanging(marker: str) -> bool:
     from pathlib import Path
 
     return bool(marker) and Path(marker).exists()
+
+
+async def pause(request: InvocationRequest) -> dict[str, Any]:
+    """Takes 0.3 s, then completes (a step whose latency has a known floor)."""
+    import asyncio
+
+    await asyncio.sleep(0.3)
+    return {"status": "completed", "output": {"ok": True}}

@@ -87,6 +87,13 @@ ENDPOINTS: list[tuple[str, str, Prepare, int, set[str]]] = [
     ("GET", "runners", _read("/api/v1/runners"), 200, {"viewer", "operator", "approver"}),
     ("GET", "goals", _read("/api/v1/goals"), 200, {"viewer", "operator", "approver"}),
     ("GET", "goal", _read("/api/v1/goals/g-1"), 404, {"viewer", "operator", "approver"}),
+    (
+        "GET",
+        "goal-export",
+        _read("/api/v1/goals/g-1/export"),
+        404,
+        {"viewer", "operator", "approver"},
+    ),
     ("POST", "admit", _admit, 201, {"operator"}),
     ("POST", "input", _input, 200, {"agent"}),
     ("POST", "resolve", _resolve, 200, {"approver"}),

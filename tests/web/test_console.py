@@ -30,7 +30,10 @@ def browse(site: Site, script: Script, app: Any = None) -> Any:
 
 
 async def login(client: httpx.AsyncClient, token: str) -> None:
-    response = await client.post("/login", data={"token": token, "next": "/"})
+    form = await client.get("/login")
+    response = await client.post(
+        "/login", data={"token": token, "next": "/", "csrf": csrf_of(form.text)}
+    )
     assert response.status_code == 303, response.text
     cookie = response.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
@@ -57,8 +60,9 @@ def test_pages_need_a_login_and_send_a_strict_csp(site: Site) -> None:
         assert form.headers["content-security-policy"] == CSP
         assert "script-src 'self'" in CSP and "'unsafe-inline'" not in CSP
         assert "<script>" not in form.text  # no inline script, only <script src=...>
-        bad = await client.post("/login", data={"token": "est_wrong"})
-        assert bad.status_code == 401 and "set-cookie" not in bad.headers
+        bad = await client.post("/login", data={"token": "est_wrong", "csrf": csrf_of(form.text)})
+        assert bad.status_code == 401
+        assert "execsys_session" not in bad.headers.get("set-cookie", "")
         await login(client, site.secrets["viewer"])
         page = await client.get("/")
         assert page.status_code == 200 and site.secrets["first"] in page.text
@@ -73,8 +77,12 @@ def test_every_asset_is_served_locally(site: Site) -> None:
         html = (await client.get(f"/deliveries/{site.secrets['first']}")).text
         links = re.findall(r'(?:src|href)="([^"]+)"', html)
         assert links and all(link.startswith("/") for link in links), links
-        for asset in ("/static/console.css", "/static/console.js"):
-            assert (await client.get(asset)).status_code == 200
+        assets = [link for link in links if link.startswith("/static/")]
+        assert len(assets) == 2 and all("?v=" in link for link in assets), assets
+        for asset in assets:
+            served = await client.get(asset)
+            assert served.status_code == 200
+            assert "immutable" in served.headers["cache-control"]
 
     browse(site, script)
 
@@ -260,7 +268,54 @@ def test_without_tokens_the_local_user_gets_a_session_on_loopback(site: Site) ->
 @pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil"])
 def test_login_never_redirects_off_site(site: Site, target: str) -> None:
     async def script(client: httpx.AsyncClient) -> None:
-        reply = await client.post("/login", data={"token": site.secrets["viewer"], "next": target})
+        csrf = csrf_of((await client.get("/login")).text)
+        data = {"token": site.secrets["viewer"], "next": target, "csrf": csrf}
+        reply = await client.post("/login", data=data)
         assert reply.headers["location"] == "/"
 
     browse(site, script)
+
+
+def test_the_login_form_carries_a_csrf_token_bound_to_a_pre_session_cookie(site: Site) -> None:
+    token = site.secrets["viewer"]
+
+    async def script(client: httpx.AsyncClient) -> None:
+        form = await client.get("/login")
+        cookie = form.headers["set-cookie"].lower()
+        assert cookie.startswith("execsys_login=") and "httponly" in cookie
+        assert "samesite=strict" in cookie and "path=/login" in cookie
+        csrf = csrf_of(form.text)
+        assert client.cookies.get("execsys_login") == csrf
+        # A forged post: right token, but the form's CSRF field is not the cookie's.
+        forged = await client.post("/login", data={"token": token, "csrf": csrf[::-1]})
+        assert forged.status_code == 403 and "CSRF_INVALID" in forged.text
+        assert "execsys_session" not in forged.headers.get("set-cookie", "")
+        missing = await client.post("/login", data={"token": token})
+        assert missing.status_code == 403
+        # The refusal served a new form with a new token: the old one is spent.
+        fresh = csrf_of(missing.text)
+        assert fresh != csrf and client.cookies.get("execsys_login") == fresh
+        ok = await client.post("/login", data={"token": token, "csrf": fresh})
+        assert ok.status_code == 303 and "execsys_session=" in ok.headers["set-cookie"]
+        assert (await client.get("/")).status_code == 200
+
+    async def cross_site(client: httpx.AsyncClient) -> None:
+        # Another site can copy a form's field but cannot make the browser send the cookie.
+        csrf = csrf_of((await client.get("/login")).text)
+        client.cookies.clear()
+        replayed = await client.post("/login", data={"token": token, "csrf": csrf})
+        assert replayed.status_code == 403
+        assert "execsys_session" not in replayed.headers.get("set-cookie", "")
+
+    browse(site, script)
+    browse(site, cross_site)
+
+
+def test_a_delivery_page_lists_the_latest_events_unless_asked_for_all() -> None:
+    from execution_system.web._console import TIMELINE_ROWS, timeline
+
+    lines = [b"{}"] + [f'{{"ordinal": {n}, "node": "n"}}'.encode() for n in range(1, 251)]
+    latest = timeline(lines)
+    assert len(latest) == TIMELINE_ROWS == 100
+    assert [r["ordinal"] for r in latest] == list(range(151, 251))
+    assert [r["ordinal"] for r in timeline(lines, None)] == list(range(1, 251))

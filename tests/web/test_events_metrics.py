@@ -54,6 +54,45 @@ def test_the_feed_reports_changes_relative_to_subscribing() -> None:
     assert asked[0] is None and all(a is not None and a >= 1.0 - 2.0 for a in asked[1:])
 
 
+def test_a_new_subscriber_after_a_gap_catches_up_without_rereading_everything() -> None:
+    rows = [{"delivery": "d-1", "graph": "g", "status": "running", "outcome": None, "changed": 5.0}]
+    asked: list[float | None] = []
+
+    def listing(since: float | None) -> list[dict[str, object]]:
+        asked.append(since)
+        return [dict(r) for r in rows if since is None or float(r["changed"]) >= since]
+
+    feed = ChangeFeed(listing, interval_s=0.01)
+
+    async def one_change() -> dict[str, object]:
+        stream = feed.subscribe()
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)
+        rows[0].update(status="failed", changed=float(rows[0]["changed"]) + 10)
+        feed.poke()
+        change = await first
+        await stream.aclose()
+        for _ in range(6000):  # until the poller noticed nobody listens and stopped
+            if feed._task is None:
+                break
+            await asyncio.sleep(0.01)
+        return change
+
+    async def main() -> list[dict[str, object]]:
+        got = [await one_change()]
+        rows[0].update(status="waiting", changed=30.0)  # while nobody listens
+        rows[0]["status"] = "running"
+        got.append(await one_change())
+        await feed.close()
+        return got
+
+    first, second = asyncio.run(main())
+    assert (first["status"], first["previous"]) == ("failed", "running")
+    # The gap's change is not sent; the next one names the status seen at resubscribing.
+    assert (second["status"], second["previous"]) == ("failed", "running")
+    assert asked.count(None) == 1  # one full listing, ever
+
+
 def test_events_stream_a_status_change_made_through_the_api(site: Site) -> None:
     did = site.secrets["first"]
     correlation = site.host.status(did).suspension.correlation
