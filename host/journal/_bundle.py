@@ -72,9 +72,15 @@ def referenced_digests(lines: Iterable[bytes], seen: dict[str, None] | None = No
     """
     seen = {} if seen is None else seen
     for line in lines:
-        members = loads_json(line)
-        if members.get("record") == "event":
-            note_references(seen, members)
+        try:
+            members = loads_json(line)
+        except (ValueError, UnicodeDecodeError):
+            continue  # not a record: the audit's pass over the events refuses it
+        if isinstance(members, dict) and members.get("record") == "event":
+            try:
+                note_references(seen, members)
+            except (KeyError, TypeError, AttributeError):
+                continue  # likewise: an event without well-formed references
     return list(seen)
 
 

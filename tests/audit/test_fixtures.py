@@ -171,3 +171,23 @@ def test_the_record_listing_is_judged_before_any_event() -> None:
         ],
     )
     assert [v.code for v in audit_bundle(intact).violations] == [ErrorCode.JOURNAL_MALFORMED_RECORD]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"garbage", b"[1]", b'{"record":"event"}', b'{"record":"event","refs":[1]}'],
+    ids=["not JSON", "not an object", "no members", "a ref that is not an object"],
+)
+def test_a_malformed_journal_line_is_a_violation_not_a_crash(line: bytes) -> None:
+    # The bundle's digest holds, so only the audit can refuse the line; listing
+    # the records it references must not trip over it first.
+    def edit(lines: list[bytes]) -> list[bytes]:
+        count = json.loads(lines[0])["journal"]
+        return [*lines[:count], line, *lines[1 + count :]]
+
+    report = audit_bundle(_rewritten((FIXTURES / "retry.bundle").read_bytes(), edit))
+    assert not report.ok
+    assert report.violations[0].code in {
+        ErrorCode.JOURNAL_MALFORMED_RECORD,
+        ErrorCode.AUDIT_RECORD_MISSING,
+    }
