@@ -365,7 +365,7 @@ def _events(
             members, digest = event_members(line, position)
             del members[DIGEST_KEY]
             chain.event(members["execution"], members["ordinal"], members["prior"], digest)
-            if not check.valid(members):
+            if not check.valid(members, chained=True):
                 _validate(members, position)
             note_references(references, members)
             noted = position

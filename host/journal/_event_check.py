@@ -104,8 +104,13 @@ class EventCheck:
             return True
         return False
 
-    def valid(self, event: dict[str, Any]) -> bool:
-        """True only if ``event`` (the fields of an event line) passes the event schema."""
+    def valid(self, event: dict[str, Any], *, chained: bool = False) -> bool:
+        """True only if ``event`` (the fields of an event line) passes the event schema.
+
+        ``chained``: the chain check has accepted the event, which pins
+        ``execution`` (the validated header's), ``ordinal`` (its position) and
+        ``prior`` (a digest computed by the reader), so those are not re-checked.
+        """
         prior_state, result_state, transition = (
             event["prior_state"],
             event["result_state"],
@@ -114,9 +119,14 @@ class EventCheck:
         rationale, time = event["rationale"], event["time"]
         if not (
             event["record"] == "event"
-            and _token(event["execution"])
-            and _count(event["ordinal"])
-            and _digest(event["prior"])
+            and (
+                chained
+                or (
+                    _token(event["execution"])
+                    and _count(event["ordinal"])
+                    and _digest(event["prior"])
+                )
+            )
             and _token(event["request"])
             and _digest(event["request_digest"])
             and self._node(event["node"])
@@ -152,10 +162,10 @@ class EventCheck:
                 )
             )
             and type(refs) is list
-            and all(map(_ref, refs))
+            and (not refs or all(map(_ref, refs)))
             and (authorization is None or _ref(authorization))
             and type(approvals) is list
-            and all(map(self._approval, approvals))
+            and (not approvals or all(map(self._approval, approvals)))
             and (
                 failure is None
                 or (
@@ -167,7 +177,7 @@ class EventCheck:
                 )
             )
             and type(predecessors) is list
-            and all(map(self._activation, predecessors))
+            and (not predecessors or all(map(self._activation, predecessors)))
             and (
                 batch is None
                 or (
