@@ -4,7 +4,8 @@
 loop, each activation readied, started and completed), exports it, then times
 in the same process:
 
-* ``verify_lines`` (member-set check, canonical re-encode, digest, chain), and
+* ``verify_lines`` (the event-line template, or member set and canonical
+  re-encode for a line outside it; digest; chain), and
 * a baseline: ``json.loads`` + ``rfc8785`` re-encode + chained ``hashlib.sha256``.
 
 **append.** Runs the Host's trivial-action loop (``bench/host_bench.py``
@@ -42,8 +43,13 @@ The verify pass also prints the floor: SHA-256 plus one ``orjson.loads`` per
 line, the least any verifier of this format must do (target for verify:
 >= 300,000 events/s). Every timed pass is the best of three runs.
 
-Usage: ``python bench/journal_bench.py [N] [--only verify,append,audit] [--custody mem,file]``
-(default N 200000). No assertions: the target is printed as met / MISSED.
+Each verify and audit pass prints wall and process-CPU rates (on a shared
+machine the CPU figure is the steadier one); ``--before REV`` also times the
+same export and bundles with the code of git revision REV and with this tree,
+in alternating child processes, for before/after figures from one run.
+
+Usage: ``python bench/journal_bench.py [N] [--only verify,append,audit] [--custody mem,file]
+[--before REV]`` (default N 200000). No assertions: the target is printed as met / MISSED.
 """
 
 from __future__ import annotations
@@ -178,15 +184,86 @@ def floor(lines: list[bytes]) -> None:
 
 def _best(fn: Callable[[], object], reps: int = 3) -> float:
     """Least wall time of ``reps`` runs (on a shared machine, the least disturbed one)."""
-    times = []
+    return _best_both(fn, reps)[0]
+
+
+def _best_both(fn: Callable[[], object], reps: int = 3) -> tuple[float, float]:
+    """Least wall time and least process CPU time of ``reps`` runs."""
+    walls, cpus = [], []
     for _ in range(reps):
-        started = time.perf_counter()
+        c0, w0 = time.process_time(), time.perf_counter()
         fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return min(walls), min(cpus)
 
 
-def bench_verify(n_events: int) -> None:
+# --- before/after: the same measurement on another source tree, in a child process -------
+
+_CHILD = """
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from host.journal import audit_bundle, verify_lines
+data = open(sys.argv[3], "rb").read()
+if sys.argv[2] == "verify":
+    lines = data.splitlines(keepends=True)
+    run = lambda: verify_lines(lines)
+else:
+    run = lambda: audit_bundle(data)
+walls, cpus = [], []
+for _ in range(3):
+    c0, w0 = time.process_time(), time.perf_counter()
+    run()
+    walls.append(time.perf_counter() - w0)
+    cpus.append(time.process_time() - c0)
+print(json.dumps([min(walls), min(cpus)]))
+"""
+
+
+def _tree(rev: str) -> Path:
+    """A checkout of ``rev`` (``git archive``) in a temporary folder."""
+    import subprocess
+
+    folder = Path(tempfile.mkdtemp(prefix="journal-bench-tree-"))
+    root = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def _in_tree(tree: Path, what: str, data: bytes) -> tuple[float, float]:
+    """``(wall, cpu)`` best of three of ``what`` (verify or audit) on ``data`` in ``tree``."""
+    import subprocess
+
+    with tempfile.NamedTemporaryFile(suffix=".bin") as file:
+        file.write(data)
+        file.flush()
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(tree), what, file.name],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    wall, cpu = json.loads(out)
+    return float(wall), float(cpu)
+
+
+def before_after(what: str, data: bytes, rev: str, events: int, rounds: int = 3) -> None:
+    """Time ``what`` on ``data`` in ``rev`` and in this tree, alternating child processes."""
+    trees = {rev: _tree(rev), "this tree": Path(__file__).resolve().parents[1]}
+    best: dict[str, list[float]] = {name: [1e9, 1e9] for name in trees}
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            wall, cpu = _in_tree(tree, what, data)
+            best[name] = [min(best[name][0], wall), min(best[name][1], cpu)]
+    for name, (wall, cpu) in best.items():
+        label = f"  {what} in {name}"
+        print(f"{label:<44}{events / wall:>14,.0f}{events / cpu:>14,.0f}")
+
+
+def bench_verify(n_events: int, before: str | None = None) -> None:
     started = time.perf_counter()
     journal = build(n_events)
     built = time.perf_counter() - started
@@ -195,8 +272,13 @@ def bench_verify(n_events: int) -> None:
     events = len(lines) - 1
 
     assert verify_lines(lines).ok
-    verify_s = _best(lambda: verify_lines(lines))
-    floor_s = _best(lambda: floor(lines))
+    # Alternate the two passes so that the machine's load hits both alike.
+    verify_s, verify_cpu, floor_s, floor_cpu = 1e9, 1e9, 1e9, 1e9
+    for _ in range(3):
+        wall, cpu = _best_both(lambda: verify_lines(lines), 1)
+        verify_s, verify_cpu = min(verify_s, wall), min(verify_cpu, cpu)
+        wall, cpu = _best_both(lambda: floor(lines), 1)
+        floor_s, floor_cpu = min(floor_s, wall), min(floor_cpu, cpu)
 
     started = time.perf_counter()
     baseline(lines)
@@ -204,18 +286,24 @@ def bench_verify(n_events: int) -> None:
 
     print(f"journal: {events} events, {size / 1e6:.1f} MB, built in {built:.1f} s")
     print(f"  append rate while building (public API): {events / built:,.0f} events/s")
-    print(f"{'pass':<44}{'seconds':>10}{'events/s':>14}")
-    print(f"{'verify_lines (' + BACKEND + ')':<44}{verify_s:>10.3f}{events / verify_s:>14,.0f}")
+    print(f"{'pass':<44}{'seconds':>10}{'events/s':>14}{'CPU ev/s':>14}")
+    label = f"verify_lines ({BACKEND})"
+    print(f"{label:<44}{verify_s:>10.3f}{events / verify_s:>14,.0f}{events / verify_cpu:>14,.0f}")
     print(f"{'baseline json+rfc8785+sha256':<44}{base_s:>10.3f}{events / base_s:>14,.0f}")
-    print(f"{'floor sha256+orjson.loads':<44}{floor_s:>10.3f}{events / floor_s:>14,.0f}")
+    label = "floor sha256+orjson.loads"
+    print(f"{label:<44}{floor_s:>10.3f}{events / floor_s:>14,.0f}{events / floor_cpu:>14,.0f}")
     rate = events / verify_s
+    print(f"  verify / floor: {floor_s / verify_s:.2f} (wall), {floor_cpu / verify_cpu:.2f} (CPU)")
     print(f"  verify target >= 300,000 events/s: {'met' if rate >= 300_000 else 'MISSED'}")
+    if before is not None:
+        print(f"{'before/after (child processes)':<58}{'events/s':>14}{'CPU ev/s':>14}")
+        before_after("verify", b"".join(lines), before, events)
 
 
 # --- audit: a 100,000-event bundle ------------------------------------------------------------
 
 
-def bench_audit(n_events: int) -> None:
+def bench_audit(n_events: int, before: str | None = None) -> None:
     from _audit_support import build_bundle_parts
 
     from host.journal import audit_bundle, encode_bundle, parse_bundle
@@ -230,7 +318,7 @@ def bench_audit(n_events: int) -> None:
     assert audit_bundle(digests).ok
     print(f"audit bundle: {events} events, {len(records)} records, built in {built:.1f} s")
     print(f"  {len(full) / 1e6:.1f} MB with records, {len(digests) / 1e6:.1f} MB digests only")
-    print(f"{'pass':<44}{'seconds':>10}{'events/s':>14}")
+    print(f"{'pass':<44}{'seconds':>10}{'events/s':>14}{'CPU ev/s':>14}")
     arms = [
         ("audit, records included", lambda: audit_bundle(full), 50_000),
         ("audit, digests only", lambda: audit_bundle(digests), 150_000),
@@ -239,10 +327,15 @@ def bench_audit(n_events: int) -> None:
         ("floor sha256+orjson.loads", lambda: floor(lines), None),
     ]
     for label, fn, target in arms:
-        seconds = _best(fn)
+        seconds, cpu = _best_both(fn)
         rate = events / seconds
         verdict = "" if target is None else ("  met" if rate >= target else "  MISSED")
-        print(f"{label:<44}{seconds:>10.3f}{rate:>14,.0f}{verdict}")
+        print(f"{label:<44}{seconds:>10.3f}{rate:>14,.0f}{events / cpu:>14,.0f}{verdict}")
+    if before is not None:
+        print(f"{'before/after (child processes)':<58}{'events/s':>14}{'CPU ev/s':>14}")
+        before_after("audit", full, before, events)
+        print("  (records included above; digests only below)")
+        before_after("audit", digests, before, events)
 
 
 # --- append: the journal's share of a Host step ---------------------------------------------
@@ -513,12 +606,18 @@ def main(argv: list[str] | None = None) -> None:
         default="mem,file",
         help="append: mem (in-memory custody, the target's case), file (FileCustody)",
     )
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="verify, audit: also time a git revision (e.g. main) and this tree, each in "
+        "alternating child processes on the same data",
+    )
     args = parser.parse_args(argv)
     only = {part.strip() for part in args.only.split(",")}
     if "verify" in only:
-        bench_verify(args.events)
+        bench_verify(args.events, args.before)
     if "audit" in only:
-        bench_audit(args.audit_events)
+        bench_audit(args.audit_events, args.before)
     if "append" in only:
         for kind in (part.strip() for part in args.custody.split(",")):
             bench_append(args.steps, args.reps, kind, args.floor, args.bare)

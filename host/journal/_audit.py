@@ -30,7 +30,7 @@ from contracts._ids import Digest
 from contracts._journal import JournalEvent, JournalHeader, NodeDecl
 from contracts._spec import ControlGraph, WaitNode
 from host.journal._audit_graph import GraphRules
-from host.journal._bundle import Bundle, parse_bundle, referenced_digests
+from host.journal._bundle import Bundle, note_references, parse_bundle, referenced_digests
 from host.journal._chain import ChainCheck
 from host.journal._codec import (
     DIGEST_KEY,
@@ -41,6 +41,7 @@ from host.journal._codec import (
     parse_line,
     record_digest,
 )
+from host.journal._event_check import EventCheck
 from host.journal._header import node_decls
 from host.journal._journal import _verify_policy as verify_policy
 from host.journal._rules import check_event
@@ -324,8 +325,6 @@ def _audit(
             )
         report.delivery = header.execution
         _header_checks(header, graph, policy, delivery)
-        if bundle is not None:
-            _listed_digests(bundle, lines)
     except ExecsysError as exc:
         report.violations.append(_violation(exc))
         return
@@ -334,27 +333,57 @@ def _audit(
     chain = ChainCheck(header.execution, head)
     rules = GraphRules(graph, load)
     waits = {nid for nid, node in graph.nodes.items() if isinstance(node, WaitNode)}
+    # The record listing is checked first (below, as if before any event), but
+    # from the fields the event pass parses anyway: ``noted`` lines' references.
+    references: dict[str, None] = {}
+    noted = _events(report, lines, state, chain, rules, waits, references, all_violations)
+    if bundle is not None:
+        try:
+            _listed_digests(bundle, referenced_digests(lines[noted + 1 :], references))
+        except ExecsysError as exc:
+            report.events, report.head = 0, None
+            for found in (report.violations, report.path, report.waits, report.directives):
+                found.clear()
+            report.violations.append(_violation(exc))
+
+
+def _events(
+    report: AuditReport,
+    lines: list[bytes],
+    state: ReplayState,
+    chain: ChainCheck,
+    rules: GraphRules,
+    waits: set[str],
+    references: dict[str, None],
+    all_violations: bool,
+) -> int:
+    """Check every event; return how many lines' references went into ``references``."""
+    check = EventCheck()
+    noted = 0
     for position, line in enumerate(lines[1:], start=1):
         try:
             members, digest = event_members(line, position)
             del members[DIGEST_KEY]
             chain.event(members["execution"], members["ordinal"], members["prior"], digest)
-            _validate(members, position)
+            if not check.valid(members, chained=True):
+                _validate(members, position)
+            note_references(references, members)
+            noted = position
             check_event(state, members)
         except ExecsysError as exc:
             report.violations.append(_violation(exc))
-            return
+            return noted
         try:
             rules.check(state, members)
         except ExecsysError as exc:
             report.violations.append(_violation(exc))
             if not all_violations:
-                return
+                return noted
         try:
             state.apply(members, digest)  # closing an invalidation batch checks its closure
         except ExecsysError as exc:
             report.violations.append(_violation(exc))
-            return
+            return noted
         rules.applied(members)
         report.events, report.head = position, digest
         _summarise(report, members, waits)
@@ -362,6 +391,7 @@ def _audit(
         state.finish()
     except ExecsysError as exc:
         report.violations.append(_violation(exc))
+    return noted
 
 
 def _validate(members: dict[str, Any], position: int) -> None:
@@ -378,9 +408,8 @@ def _validate(members: dict[str, Any], position: int) -> None:
         ) from None
 
 
-def _listed_digests(bundle: Bundle, lines: list[bytes]) -> None:
+def _listed_digests(bundle: Bundle, referenced: list[str]) -> None:
     """The bundle lists exactly the records its journal references."""
-    referenced = referenced_digests(lines)
     if list(bundle.digests) != referenced:
         missing = [d for d in referenced if d not in set(bundle.digests)]
         raise error(

@@ -63,26 +63,37 @@ class Bundle:
     """The trailer's ``signature`` member (None when unsigned; checked by the audit)."""
 
 
-def referenced_digests(lines: Iterable[bytes]) -> list[str]:
+def referenced_digests(lines: Iterable[bytes], seen: dict[str, None] | None = None) -> list[str]:
     """Every record digest the journal's events reference, in order of first reference.
 
     Outputs, selections and conduct records (``refs``), approval records, retry
-    authorizations and invalidation sources.
+    authorizations and invalidation sources. ``seen`` holds the references of
+    earlier lines already noted (:func:`note_references`), and is extended.
     """
-    seen: dict[str, None] = {}
+    seen = {} if seen is None else seen
     for line in lines:
-        members = loads_json(line)
-        if members.get("record") != "event":
-            continue
-        for ref in members["refs"]:
-            seen.setdefault(ref["digest"])
-        for approval in members["approvals"]:
-            seen.setdefault(approval["record"]["digest"])
-        if members["authorization"] is not None:
-            seen.setdefault(members["authorization"]["digest"])
-        if members["invalidation"] is not None:
-            seen.setdefault(members["invalidation"]["source"]["digest"])
+        try:
+            members = loads_json(line)
+        except (ValueError, UnicodeDecodeError):
+            continue  # not a record: the audit's pass over the events refuses it
+        if isinstance(members, dict) and members.get("record") == "event":
+            try:
+                note_references(seen, members)
+            except (KeyError, TypeError, AttributeError):
+                continue  # likewise: an event without well-formed references
     return list(seen)
+
+
+def note_references(seen: dict[str, None], event: dict[str, Any]) -> None:
+    """Add the record digests one event's fields reference to ``seen``, in order."""
+    for ref in event["refs"]:
+        seen.setdefault(ref["digest"])
+    for approval in event["approvals"]:
+        seen.setdefault(approval["record"]["digest"])
+    if event["authorization"] is not None:
+        seen.setdefault(event["authorization"]["digest"])
+    if event["invalidation"] is not None:
+        seen.setdefault(event["invalidation"]["source"]["digest"])
 
 
 def encode_bundle(

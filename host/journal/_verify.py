@@ -9,6 +9,7 @@ rules; ``replay_lines`` does that (slower, per-field strict).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,14 +20,13 @@ from contracts._journal import JOURNAL_FORMAT
 from host.journal._chain import ChainCheck
 from host.journal._codec import (
     DIGEST_KEY,
-    EVENT_KEYS,
     at,
-    dumps_canonical,
     encode_record,
     loads_json,
     ordinal_of,
     parse_line,
 )
+from host.journal._template import EVENT_LINE, UNSAFE
 
 if TYPE_CHECKING:
     from host.journal._journal import Journal
@@ -81,12 +81,13 @@ def _header(line: bytes) -> ChainCheck:
     return ChainCheck(members["execution"], digest)
 
 
-def _cut_digest(sha256: Any, raw: bytes, cut: int, size: int) -> str:
-    """Hex SHA-256 of ``raw`` without its ``,"digest":"..."`` member (``size``: the value's)."""
-    hasher = sha256(raw[:cut])
-    hasher.update(raw[cut + size + 12 :])
-    digest: str = hasher.hexdigest()
-    return digest
+def _utf8(line: bytes) -> bool:
+    """Whether ``line`` is valid UTF-8 (the parser's rule for a line that is not ASCII)."""
+    try:
+        line.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def event_members(line: bytes, position: int) -> tuple[dict[str, Any], Digest]:
@@ -95,22 +96,17 @@ def event_members(line: bytes, position: int) -> tuple[dict[str, Any], Digest]:
     Returns the members (``digest`` included) and the digest; any line the fast
     path does not accept goes through ``parse_line``, which raises the exact refusal.
     """
-    raw = line[:-1] if line[-1:] == b"\n" else line
-    try:
-        members = loads_json(raw)
-        stated = members["digest"]
-        cut = raw.find(b',"digest":"' + stated.encode() + b'"')
-        if (
-            cut > 0
-            and members["record"] == "event"
-            and dumps_canonical(members) == raw
-            and members.keys() == EVENT_KEYS
-            and stated[:7] == "sha256:"
-            and _cut_digest(hashlib.sha256, raw, cut, len(stated)) == stated[7:]
-        ):
-            return members, stated
-    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
-        pass
+    match = _LINE(line)
+    if match is not None:
+        start, stop = match.span(2)
+        end = match.end(3)
+        if len(line.translate(None, UNSAFE)) == end and (line.isascii() or _utf8(line)):
+            hasher = hashlib.sha256(line[: start - _CUT])
+            hasher.update(line[stop + 1 : end])
+            stated = line[start:stop]
+            if hasher.hexdigest().encode() == stated:
+                members: dict[str, Any] = loads_json(line)
+                return members, members[DIGEST_KEY]
     members, digest = parse_line(line, position)
     if members["record"] != "event":
         raise error(
@@ -130,13 +126,14 @@ def verify_lines(lines: Iterable[bytes]) -> VerifyReport:
     number of events and the head digest.
     """
     chain: ChainCheck | None = None
-    # The loop below is the fast path of ``parse_line`` written inline: one parse,
-    # one canonical re-encoding compared with the line, and the digest taken over
-    # the line with its own ``digest`` member cut out (the canonical JSON of the
-    # other members, because that member is never the first). Any line it does not
-    # accept goes through ``parse_line``, which raises the exact refusal.
-    loads, dumps, sha256 = loads_json, dumps_canonical, hashlib.sha256
-    event_keys = EVENT_KEYS
+    # The fast path (decision 0042): a line the event template matches, with no
+    # control byte, backslash or DEL and valid UTF-8, is the canonical JSON of an
+    # event with exactly the event's members, so it is accepted without being
+    # parsed: the digest is taken over the line with its own ``digest`` member cut
+    # out, and execution, ordinal and prior are read from the template's groups.
+    # Any other line goes through ``parse_line`` and ``ChainCheck``, which raise
+    # the exact refusal in the documented order.
+    fullmatch, unsafe, sha256, cut = _LINE, UNSAFE, hashlib.sha256, _CUT
     try:
         stream = iter(lines)
         for line in stream:
@@ -144,43 +141,50 @@ def verify_lines(lines: Iterable[bytes]) -> VerifyReport:
             break
         if chain is None:
             return _EMPTY
-        execution, head, seen = chain.execution, chain.head, chain.seen
+        seen = chain.seen
+        execution = chain.execution.encode()
+        head = chain.head[7:].encode()
+        # Hex digests accepted inline since the last strict line, from ``first``.
+        pending: list[bytes] = []
+        first = 1
         position = 0
         for line in stream:
             position += 1
-            raw = line[:-1] if line[-1:] == b"\n" else line
-            try:
-                members = loads(raw)
-                stated = members["digest"]
-                cut = raw.find(b',"digest":"' + stated.encode() + b'"')
-                fast = (
-                    cut > 0
-                    and members["record"] == "event"
-                    and dumps(members) == raw
-                    and members.keys() == event_keys
-                    and stated[:7] == "sha256:"
-                    and _cut_digest(sha256, raw, cut, len(stated)) == stated[7:]
-                    and members["execution"] == execution
-                    and members["ordinal"] == position
-                    and type(members["ordinal"]) is int
-                    and members["prior"] == head
+            match = fullmatch(line)
+            if match is not None:
+                start, stop = match.span(2)
+                end = match.end(3)
+                if (
+                    match.group(6) == head
+                    and int(match.group(5)) == position
+                    and match.group(4) == execution
+                    and len(line.translate(None, unsafe)) == end
+                    and (line.isascii() or _utf8(line))
+                ):
+                    hasher = sha256(line[: start - cut])
+                    hasher.update(line[stop + 1 : end])
+                    stated = line[start:stop]
+                    if hasher.hexdigest().encode() == stated:
+                        pending.append(stated)
+                        head = stated
+                        continue
+            # The exact refusal (or a line outside the template), from the same
+            # checks in their documented order.
+            for offset, accepted in enumerate(pending):
+                seen["sha256:" + accepted.decode()] = first + offset
+            pending.clear()
+            chain.resume(Digest("sha256:" + head.decode()), position - 1)
+            members, digest = parse_line(line, position)
+            if members["record"] != "event":
+                raise error(
+                    ErrorCode.JOURNAL_MALFORMED_RECORD,
+                    "a header may only be the first record",
+                    path=at(position),
                 )
-            except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
-                fast = False
-            if not fast:
-                # The exact refusal, from the same checks in their documented order.
-                chain.resume(head, position - 1)
-                members, stated = parse_line(line, position)
-                if members["record"] != "event":
-                    raise error(
-                        ErrorCode.JOURNAL_MALFORMED_RECORD,
-                        "a header may only be the first record",
-                        path=at(position),
-                    )
-                chain.event(members["execution"], members["ordinal"], members["prior"], stated)
-            seen[stated] = position
-            head = stated
-        chain.resume(head, position)
+            chain.event(members["execution"], members["ordinal"], members["prior"], digest)
+            head = digest[7:].encode()
+            first = position + 1
+        chain.resume(Digest("sha256:" + head.decode()), position)
     except ExecsysError as exc:
         return VerifyReport(
             ok=False,
@@ -191,6 +195,12 @@ def verify_lines(lines: Iterable[bytes]) -> VerifyReport:
             message=exc.message,
         )
     return VerifyReport(ok=True, events=chain.count, head=chain.head)
+
+
+_LINE = re.compile(EVENT_LINE.pattern + rb"\n?").fullmatch
+"""The event template, allowing the line's own trailing newline."""
+_CUT = len(b',"digest":"sha256:')
+"""Bytes of the digest member before its hex (the member ends one byte after it)."""
 
 
 _EMPTY = VerifyReport(

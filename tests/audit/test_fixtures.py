@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -133,3 +134,60 @@ def test_truncated_and_empty_bundles_are_malformed() -> None:
             ErrorCode.BUNDLE_NONCANONICAL,
             ErrorCode.BUNDLE_DIGEST_MISMATCH,
         }, data[:40]
+
+
+def _rewritten(data: bytes, edit: Any) -> bytes:
+    """``data`` with its body lines passed through ``edit`` and the bundle digest re-taken."""
+    lines = data[:-1].split(b"\n")[:-1]
+    body = b"".join(line + b"\n" for line in edit(lines))
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    return body + canonical_bytes({"digest": digest, "signature": None}) + b"\n"
+
+
+def test_the_record_listing_is_judged_before_any_event() -> None:
+    # A listing that drops a record, and a journal whose last event is broken:
+    # the listing is the one violation, as if checked before the first event,
+    # though the audit reads the references from its pass over the events.
+    def edit(lines: list[bytes]) -> list[bytes]:
+        meta = json.loads(lines[0])
+        count = meta["journal"]
+        journal, listed = lines[1 : 1 + count], lines[1 + count :]
+        meta["count"] -= 1
+        return [canonical_bytes(meta), *journal[:-1], b"{}", *listed[1:]]
+
+    data = _rewritten((FIXTURES / "loop.bundle").read_bytes(), edit)
+    report = audit_bundle(data)
+    assert [(v.code, v.ordinal) for v in report.violations] == [
+        (ErrorCode.AUDIT_RECORD_MISSING, None)
+    ]
+    assert (report.events, report.head, report.path) == (0, None, [])
+    # With the listing intact, the broken event is what the audit reports.
+    intact = _rewritten(
+        (FIXTURES / "loop.bundle").read_bytes(),
+        lambda lines: [
+            *lines[: json.loads(lines[0])["journal"]],
+            b"{}",
+            *lines[1 + json.loads(lines[0])["journal"] :],
+        ],
+    )
+    assert [v.code for v in audit_bundle(intact).violations] == [ErrorCode.JOURNAL_MALFORMED_RECORD]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"garbage", b"[1]", b'{"record":"event"}', b'{"record":"event","refs":[1]}'],
+    ids=["not JSON", "not an object", "no members", "a ref that is not an object"],
+)
+def test_a_malformed_journal_line_is_a_violation_not_a_crash(line: bytes) -> None:
+    # The bundle's digest holds, so only the audit can refuse the line; listing
+    # the records it references must not trip over it first.
+    def edit(lines: list[bytes]) -> list[bytes]:
+        count = json.loads(lines[0])["journal"]
+        return [*lines[:count], line, *lines[1 + count :]]
+
+    report = audit_bundle(_rewritten((FIXTURES / "retry.bundle").read_bytes(), edit))
+    assert not report.ok
+    assert report.violations[0].code in {
+        ErrorCode.JOURNAL_MALFORMED_RECORD,
+        ErrorCode.AUDIT_RECORD_MISSING,
+    }
