@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import (
 from contracts import canonical_bytes
 from host import _faults
 from host.langgraph._async_saver import SyncBackedSaver
+from host.langgraph._delta import DeltaCodec, DeltaSerde
 from host.langgraph._journal_book import JournalBook
 from host.langgraph._lease import check_token
 from host.langgraph._store import Store
@@ -55,6 +56,17 @@ class HostSaver(SyncBackedSaver):
         self.tokens: dict[str, int] = {}
         """delivery -> the fencing token this process holds."""
         self._local = threading.local()
+        self.codec = DeltaCodec(self.serde, self._stored)
+        self.serde = DeltaSerde(self.serde, self.codec)
+
+    def _stored(self, thread: str, ns: str, checkpoint_id: str) -> tuple[str, bytes] | None:
+        """One stored checkpoint row's (type, blob); called with the lock already held."""
+        row = self.conn.execute(
+            "SELECT type, checkpoint FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread, ns, checkpoint_id),
+        ).fetchone()
+        return None if row is None else (str(row[0]), bytes(row[1]))
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[Any]:
@@ -88,7 +100,8 @@ class HostSaver(SyncBackedSaver):
         """Write the checkpoint and everything that rides with it, atomically."""
         thread_id = str(config["configurable"]["thread_id"])
         checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
-        type_, blob = self.serde.dumps_typed(checkpoint)
+        parent_id = config["configurable"].get("checkpoint_id")
+        type_, blob, remembered = self.codec.encode(thread_id, checkpoint_ns, parent_id, checkpoint)
         meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode(
             "utf-8", "ignore"
         )
@@ -107,7 +120,7 @@ class HostSaver(SyncBackedSaver):
                     thread_id,
                     checkpoint_ns,
                     checkpoint["id"],
-                    config["configurable"].get("checkpoint_id"),
+                    parent_id,
                     type_,
                     blob,
                     meta,
@@ -136,6 +149,7 @@ class HostSaver(SyncBackedSaver):
                     cur, thread_id, checkpoint["id"], detail.get("savepoint"), len(journal)
                 )
             _faults.boundary("put", "before")
+        self.codec.wrote(thread_id, checkpoint_ns, remembered)
         _faults.boundary("put", "after")
         return {
             "configurable": {
