@@ -34,6 +34,7 @@ from host._journal_book import JournalBook
 from host._lease import check_token
 from host._step_rows import StatusDeriver, write_step_rows
 from host.langgraph._async_saver import SyncBackedSaver
+from host.langgraph._delta import DeltaCodec, DeltaSerde
 from host.storage import StorageTx
 from host.storage.sqlite import SqliteStorage
 
@@ -57,6 +58,8 @@ class HostSaver(SyncBackedSaver):
         self.lease_counts: dict[str, int] | None = None
         """The lease manager's counts, which a fenced write of a checkpoint adds to."""
         self._local = threading.local()
+        self.codec = DeltaCodec(self.serde, store.stored_checkpoint)
+        self.serde = DeltaSerde(self.serde, self.codec)
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[Any]:
@@ -75,7 +78,8 @@ class HostSaver(SyncBackedSaver):
         """Write the checkpoint and everything that rides with it, atomically."""
         thread_id = str(config["configurable"]["thread_id"])
         checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
-        type_, blob = self.serde.dumps_typed(checkpoint)
+        parent_id = config["configurable"].get("checkpoint_id")
+        type_, blob, remembered = self.codec.encode(thread_id, checkpoint_ns, parent_id, checkpoint)
         meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode(
             "utf-8", "ignore"
         )
@@ -91,7 +95,7 @@ class HostSaver(SyncBackedSaver):
                 thread_id,
                 checkpoint_ns,
                 checkpoint["id"],
-                config["configurable"].get("checkpoint_id"),
+                parent_id,
                 type_,
                 blob,
                 meta,
@@ -108,6 +112,7 @@ class HostSaver(SyncBackedSaver):
                     more,
                 )
             _faults.boundary("put", "before")
+        self.codec.wrote(thread_id, checkpoint_ns, remembered)
         _faults.boundary("put", "after")
         return {
             "configurable": {

@@ -323,6 +323,15 @@ class SqliteStorage:
             return None, 0
         return str(rows[0][0]), int(rows[0][1])
 
+    def stored_checkpoint(self, thread: str, ns: str, checkpoint: str) -> tuple[str, bytes] | None:
+        """One checkpoint row's (type, blob); for the saver, which already holds the lock."""
+        row = self.conn.execute(
+            "SELECT type, checkpoint FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread, ns, checkpoint),
+        ).fetchone()
+        return None if row is None else (str(row[0]), bytes(row[1]))
+
     def latest_checkpoint(self, delivery: str) -> str | None:
         """The id of the thread's latest checkpoint (LangGraph ids sort by time)."""
         try:
