@@ -188,14 +188,21 @@ class FileCustody:
         return savepoint
 
     @contextmanager
-    def _scanning(self, delivery: str, *, full_verify: bool) -> Iterator[tuple[Scan, BlobBatch]]:
-        """Scan the workspace, staging new contents; unpublished ones are dropped on exit."""
+    def _scanning(
+        self, delivery: str, *, full_verify: bool, head: SavepointId | None = None
+    ) -> Iterator[tuple[Scan, BlobBatch]]:
+        """Scan the workspace, staging new contents; unpublished ones are dropped on exit.
+
+        ``head`` is the head the caller has just read under the delivery lock
+        (read here otherwise).
+        """
         workspace = self._workspace(delivery)
         if not workspace.is_dir() or workspace.is_symlink():
             raise Refusal(
                 ErrorCode.CUSTODY_WORKSPACE_UNKNOWN, delivery, "the workspace directory is missing"
             )
-        head = self._state.head(delivery)
+        if head is None:
+            head = self._state.head(delivery)
         stored: set[str] = set()
         if head is not None:
             # An unreadable head manifest only costs existence checks.
@@ -371,7 +378,10 @@ class FileCustody:
                     base = self._tree(delivery, head)
                 except ValueError as exc:
                     raise Refusal(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, head, str(exc)) from None
-                with self._scanning(delivery, full_verify=full_verify) as (observed, batch):
+                with self._scanning(delivery, full_verify=full_verify, head=head) as (
+                    observed,
+                    batch,
+                ):
                     changed = diff(base, observed.tree)
                     _check_changes(claims, changed)
                     self._check_attributed(delivery, claims.nonce, changed, observed.tree)

@@ -84,12 +84,12 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
-def append_line(path: Path, line: str) -> None:
+def append_line(path: Path, line: str, *, header: str | None = None) -> None:
     """Append one line to a log and flush it.
 
     A crash can leave the last line torn (no newline). Before appending, such a
     fragment is closed with a newline so the new line stays parseable; readers
-    skip the fragment.
+    skip the fragment. ``header`` is written as the first line of an empty log.
     """
     created = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -98,6 +98,8 @@ def append_line(path: Path, line: str) -> None:
         prefix = b""
         if size and os.pread(fd, 1, size - 1) != b"\n":
             prefix = b"\n"
+        elif not size and header is not None:
+            prefix = header.encode("utf-8") + b"\n"
         write_all(fd, prefix + line.encode("utf-8") + b"\n")
         os.fsync(fd)
     finally:
