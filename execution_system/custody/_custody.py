@@ -19,15 +19,12 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
-
-from pydantic import BaseModel, ConfigDict
 
 from contracts import (
     CapabilityClaims,
@@ -44,6 +41,7 @@ from contracts import (
     WorkspaceMode,
     error,
 )
+from execution_system.custody._attribution import IssueTimes
 from execution_system.custody._blobs import BlobBatch, BlobStore
 from execution_system.custody._capability import (
     SigningKey,
@@ -53,6 +51,7 @@ from execution_system.custody._capability import (
     load_or_create_key,
 )
 from execution_system.custody._durable import file_lock, fsync_dir
+from execution_system.custody._report import SnapshotReport
 from execution_system.custody._restore import materialize, verify
 from execution_system.custody._state import DeliveryState, check_delivery
 from execution_system.custody._tree import (
@@ -75,28 +74,6 @@ from host._faults import boundary
 
 #: Parsed manifests kept in memory, by savepoint id (a manifest is immutable).
 _TREE_CACHE_SIZE = 8
-#: Capabilities whose issue time this process remembers (for unattributed writes).
-_ISSUED_MEMORY = 4096
-#: File timestamps are taken from the kernel's coarse clock; compare with the same one
-#: (CLOCK_REALTIME_COARSE is 5 on Linux; the time module does not name it before 3.13).
-_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5 if sys.platform == "linux" else None)
-
-
-class SnapshotReport(BaseModel):
-    """What one :meth:`FileCustody.snapshot` recorded and what it had to read."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    savepoint: SavepointId
-    """The savepoint capturing the observed tree."""
-    files: int
-    """Entries in the tree."""
-    bytes: int
-    """Total content size."""
-    hashed_files: int
-    """Files read (stat cache misses; every file under ``full_verify``)."""
-    hashed_bytes: int
-    """Bytes read to hash them."""
 
 
 def _raise(refusal: Refusal) -> NoReturn:
@@ -108,6 +85,10 @@ class FileCustody:
 
     Implements :class:`contracts.Custody`. ``clock`` supplies Unix time for
     capability issue/expiry and savepoint records (tests inject one).
+    ``exclude`` (``seed_exclude`` is its older name) names the folders left out
+    of the seed, every snapshot, digest and restore of a delivery opened by this
+    instance, wherever they are; it is recorded with the delivery at open, and
+    the recorded set applies from then on, whatever a later instance is given.
     """
 
     def __init__(
@@ -116,17 +97,22 @@ class FileCustody:
         *,
         clock: Callable[[], float] = time.time,
         seed_exclude: frozenset[str] = DEFAULT_EXCLUDED,
+        exclude: frozenset[str] | None = None,
     ) -> None:
         self._root = Path(root).absolute()
-        self._seed_exclude = seed_exclude
+        names = frozenset(seed_exclude if exclude is None else exclude)
+        for name in names:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"an excluded name must be one folder name, not {name!r}")
+        self._exclude = names
+        """Folder names left out of the trees of deliveries this instance opens."""
         self._clock = clock
         self._state = DeliveryState(self._root / "deliveries")
         self._blobs = BlobStore(self._root / "blobs")
         self._key: SigningKey | None = None
         self._trees: dict[str, Tree] = {}
         self._trees_lock = threading.Lock()
-        self._issued_ns: dict[str, int] = {}
-        """nonce -> the coarse real time its capability was issued (this process only)."""
+        self._issued = IssueTimes()
 
     def __repr__(self) -> str:
         return f"FileCustody(root={os.fspath(self._root)!r})"
@@ -169,6 +155,14 @@ class FileCustody:
             tree = decode_manifest(data, savepoint)
             self._remember(SavepointId(savepoint), tree)
         return tree
+
+    def _exclusions(self, delivery: str) -> frozenset[str]:
+        try:
+            return self._state.exclusions(delivery)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise Refusal(
+                ErrorCode.CUSTODY_REJECTED, delivery, f"unreadable exclusion record: {exc}"
+            ) from None
 
     def _remember(self, savepoint: SavepointId, tree: Tree) -> None:
         with self._trees_lock:
@@ -216,6 +210,7 @@ class FileCustody:
                 batch=batch,
                 full_verify=full_verify,
                 stored=stored,
+                skip=self._exclusions(delivery),
             )
             self._state.save_cache(delivery, observed.cache)
             yield observed, batch
@@ -251,6 +246,10 @@ class FileCustody:
             if head is not None:
                 return head
             self._state.create(delivery)
+            exclude = self._state.recorded_exclusions(delivery)
+            if exclude is None:
+                exclude = self._exclude
+                self._state.record_exclusions(delivery, exclude)
             workspace = self._workspace(delivery)
             if not os.path.lexists(workspace):
                 workspace.parent.mkdir(parents=True, exist_ok=True)
@@ -258,7 +257,7 @@ class FileCustody:
                 staging.mkdir()
                 try:
                     if seed is not None:
-                        copy_seed(Path(seed), staging, self._blobs, self._seed_exclude)
+                        copy_seed(Path(seed), staging, self._blobs, exclude)
                     os.rename(staging, workspace)
                 except BaseException:
                     remove_tree(staging)
@@ -326,12 +325,7 @@ class FileCustody:
             expires_at=now + ttl_s,
             nonce=secrets.token_hex(16),
         )
-        if len(self._issued_ns) >= _ISSUED_MEMORY:
-            self._issued_ns.pop(next(iter(self._issued_ns)))
-        # The clock file timestamps come from (coarse), not the injectable one: a change
-        # whose ctime precedes this instant did not come from the turn being issued.
-        if _COARSE is not None:
-            self._issued_ns[claims.nonce] = time.clock_gettime_ns(_COARSE)
+        self._issued.remember(claims.nonce)
         return SignedCapability(claims=claims, token=encode_token(claims, self._signing_key()))
 
     def validate(self, preview: CustodyPreview, *, full_verify: bool = False) -> CustodyVerdict:
@@ -384,7 +378,9 @@ class FileCustody:
                 ):
                     changed = diff(base, observed.tree)
                     _check_changes(claims, changed)
-                    self._check_attributed(delivery, claims.nonce, changed, observed.tree)
+                    self._issued.check(
+                        self._workspace(delivery), claims.nonce, changed, observed.tree
+                    )
                     for path, ref in artifacts:
                         entry = observed.tree.get(path)
                         if entry is None or entry.link or entry.sha256 != ref.digest:
@@ -452,10 +448,13 @@ class FileCustody:
                     remove_tree(workspace)
                     workspace.mkdir(parents=True)
                 cache = self._state.load_cache(delivery)
+                skip = self._exclusions(delivery)
                 boundary("custody-restore", "before")
                 try:
-                    problems = materialize(workspace, want, self._blobs, cache)
-                    differences, observed = verify(workspace, want, cache, full_verify=full_verify)
+                    problems = materialize(workspace, want, self._blobs, cache, skip)
+                    differences, observed = verify(
+                        workspace, want, cache, full_verify=full_verify, skip=skip
+                    )
                 except OSError as exc:
                     # Whatever failed, the tree is now in an unknown state: uncertain, not failed.
                     return RestoreResult(
@@ -503,27 +502,6 @@ class FileCustody:
         except Refusal as refusal:
             _raise(refusal)
 
-    def _check_attributed(self, delivery: str, nonce: str, changed: list[str], tree: Tree) -> None:
-        """Refuse changes that predate the capability (only where this process issued it)."""
-        issued = self._issued_ns.pop(nonce, None)
-        if issued is None or not changed:
-            return
-        workspace = self._workspace(delivery)
-        late = []
-        for path in changed:
-            if path not in tree:
-                continue  # a deletion leaves no timestamp to attribute
-            with suppress(OSError):
-                if os.lstat(workspace / path).st_ctime_ns < issued:
-                    late.append(path)
-        if late:
-            raise Refusal(
-                ErrorCode.CUSTODY_UNATTRIBUTED_WRITE,
-                late[0],
-                f"{len(late)} path(s) changed before this turn's capability was issued "
-                "(a write from outside the turn)",
-            )
-
     # --- beyond the protocol ----------------------------------------------------------
 
     def snapshot(self, delivery: DeliveryId, *, full_verify: bool = False) -> SnapshotReport:
@@ -562,6 +540,17 @@ class FileCustody:
                 + "; ".join(problems + differences)[:500],
                 path=savepoint,
             )
+
+    def excluded(self, delivery: DeliveryId) -> tuple[str, ...]:
+        """The folder names the delivery's trees leave out (sorted; recorded at open).
+
+        Anyone re-deriving a savepoint from a workspace copy must leave out the
+        same names; a delivery opened before exclusions were recorded has none.
+        """
+        try:
+            return tuple(sorted(self._exclusions(check_delivery(delivery))))
+        except Refusal as refusal:
+            _raise(refusal)
 
     def manifest(self, delivery: DeliveryId, savepoint: SavepointId) -> tuple[FileEntry, ...]:
         """The entries of a recorded savepoint, sorted by path."""

@@ -5,6 +5,7 @@ Layout under ``<root>/deliveries/<delivery>/``::
     head               the head savepoint id (atomic replace + fsync)
     savepoints.jsonl   append-only log of SavepointInfo, oldest first
     nonces             append-only log of capability nonces used by accepted commits
+    exclude.json       folder names left out of every tree of the delivery (set at open)
     manifests/<hex>    canonical manifest of each recorded savepoint
     statcache.json     (size, mtime_ns, inode, ctime_ns) -> digest; a cache, never trusted
                        for anything but skipping a re-read
@@ -42,6 +43,9 @@ from execution_system.custody._durable import (
     fsync_dir,
 )
 from execution_system.custody._tree import CacheRow, Refusal, printable
+
+#: Format tag of ``exclude.json``.
+_EXCLUDE_FORMAT = "execution-system/custody-exclude/v1"
 
 #: Delivery ids become directory names: keep them to a safe, portable alphabet.
 _DELIVERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -164,6 +168,7 @@ class DeliveryState:
         self._savepoints: dict[str, LogIndex[SavepointInfo]] = {}
         self._written_heads: dict[str, tuple[SavepointId, _Identity]] = {}
         """delivery -> the head this process wrote durably, and the file it wrote."""
+        self._exclusions: dict[str, frozenset[str]] = {}
         self._caches: dict[str, tuple[_Identity, dict[str, CacheRow]]] = {}
         """delivery -> the stat cache file last read or written, and its content."""
 
@@ -283,6 +288,38 @@ class DeliveryState:
         """Record a nonce as used, durably, before the acceptance is returned."""
         append_line(self.folder(delivery) / "nonces", nonce, header=log_header("nonces"))
 
+    # --- exclusions ------------------------------------------------------------------
+
+    def recorded_exclusions(self, delivery: str) -> frozenset[str] | None:
+        """The folder names the delivery's trees leave out, as recorded at open.
+
+        None if nothing is recorded (a delivery opened before exclusions were
+        recorded: its trees exclude nothing). Recorded once, never changed, so
+        remembered after the first read.
+        """
+        known = self._exclusions.get(delivery)
+        if known is not None:
+            return known
+        try:
+            document = json.loads((self.folder(delivery) / "exclude.json").read_bytes())
+        except FileNotFoundError:
+            return None
+        if not isinstance(document, dict) or document.get("format") != _EXCLUDE_FORMAT:
+            raise ValueError("exclude.json is not a custody exclusion record")
+        names = frozenset(str(name) for name in document["names"])
+        self._exclusions[delivery] = names
+        return names
+
+    def exclusions(self, delivery: str) -> frozenset[str]:
+        """:meth:`recorded_exclusions`, with nothing recorded meaning nothing excluded."""
+        return self.recorded_exclusions(delivery) or frozenset()
+
+    def record_exclusions(self, delivery: str, names: frozenset[str]) -> None:
+        """Record the exclusions of a delivery being opened (durably, before its first scan)."""
+        document = {"format": _EXCLUDE_FORMAT, "names": sorted(names)}
+        atomic_write(self.folder(delivery) / "exclude.json", canonical_bytes(document))
+        self._exclusions[delivery] = names
+
     # --- stat cache -----------------------------------------------------------------
 
     def load_cache(self, delivery: str) -> dict[str, CacheRow]:
@@ -340,5 +377,12 @@ class DeliveryState:
             (folder / "head").unlink(missing_ok=True)
             shutil.rmtree(folder)
             fsync_dir(self.root)
-        for memory in (self._nonces, self._savepoints, self._written_heads, self._caches):
+        memories = (
+            self._nonces,
+            self._savepoints,
+            self._written_heads,
+            self._caches,
+            self._exclusions,
+        )
+        for memory in memories:
             memory.pop(delivery, None)
