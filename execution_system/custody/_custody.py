@@ -391,12 +391,14 @@ class FileCustody:
                                 f"artifact claims {ref.digest}; the workspace holds {found}",
                             )
                     boundary("custody-validate", "before")
-                    report = self._commit(delivery, observed, batch)
+                    # The same entries make the same manifest: an unchanged tree is the
+                    # head, already recorded with its blobs.
+                    savepoint = (
+                        self._commit(delivery, observed, batch).savepoint if changed else head
+                    )
                 self._state.use_nonce(delivery, claims.nonce)
                 boundary("custody-validate", "after")
-                return CustodyVerdict(
-                    accepted=True, savepoint=report.savepoint, changed=tuple(changed)
-                )
+                return CustodyVerdict(accepted=True, savepoint=savepoint, changed=tuple(changed))
         except Refusal as refusal:
             return CustodyVerdict(
                 accepted=False,

@@ -44,6 +44,9 @@ from execution_system.custody._durable import (
 )
 from execution_system.custody._tree import CacheRow, Refusal, printable
 
+#: Checked delivery folders remembered (a path join and a pattern match per call otherwise).
+_FOLDER_MEMORY = 4096
+
 #: Format tag of ``exclude.json``.
 _EXCLUDE_FORMAT = "execution-system/custody-exclude/v1"
 
@@ -164,6 +167,7 @@ class DeliveryState:
         self.root = root
         """The ``deliveries`` directory."""
         self._locks = root.parent / "locks"
+        self._folders: dict[str, Path] = {}
         self._nonces: dict[str, LogIndex[str]] = {}
         self._savepoints: dict[str, LogIndex[SavepointInfo]] = {}
         self._written_heads: dict[str, tuple[SavepointId, _Identity]] = {}
@@ -189,7 +193,12 @@ class DeliveryState:
 
     def folder(self, delivery: str) -> Path:
         """The delivery's record folder."""
-        return self.root / check_delivery(delivery)
+        folder = self._folders.get(delivery)
+        if folder is None:
+            folder = self.root / check_delivery(delivery)
+            if len(self._folders) < _FOLDER_MEMORY:
+                self._folders[delivery] = folder
+        return folder
 
     @contextmanager
     def lock(self, delivery: str) -> Iterator[None]:
