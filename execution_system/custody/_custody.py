@@ -256,20 +256,25 @@ class FileCustody:
                 staging = workspace.parent / f".open-{delivery}-{secrets.token_hex(6)}"
                 staging.mkdir()
                 try:
-                    if seed is not None:
-                        copy_seed(Path(seed), staging, self._blobs, exclude)
+                    # Verified in the staging folder, which nobody else can see or write:
+                    # that tree is what the workspace holds when it appears.
+                    tree = (
+                        {} if seed is None else copy_seed(Path(seed), staging, self._blobs, exclude)
+                    )
                     os.rename(staging, workspace)
                 except BaseException:
                     remove_tree(staging)
                     raise
                 fsync_dir(workspace.parent)
-            try:
-                with self._scanning(delivery, full_verify=False) as (observed, batch):
-                    report = self._commit(delivery, observed, batch)
-            except Refusal as refusal:
-                _raise(refusal)
-            self._state.set_head(delivery, report.savepoint)
-            return report.savepoint
+                savepoint = self._record(delivery, tree)
+            else:  # left by a crash without a head: record it as it stands
+                try:
+                    with self._scanning(delivery, full_verify=False) as (observed, batch):
+                        savepoint = self._commit(delivery, observed, batch).savepoint
+                except Refusal as refusal:
+                    _raise(refusal)
+            self._state.set_head(delivery, savepoint)
+            return savepoint
 
     def workspace(self, delivery: DeliveryId) -> str:
         """The absolute path of the delivery's workspace directory (exists once opened)."""

@@ -36,9 +36,15 @@ def fsync_dir(path: Path) -> None:
 
 
 def fsync_dirs(paths: Iterable[Path]) -> None:
-    """Flush several directories, each once."""
-    for path in sorted(set(paths)):
-        fsync_dir(path)
+    """Flush several directories, each once (concurrently when there are many)."""
+    unique = sorted(set(paths))
+    if len(unique) < 8:
+        for path in unique:
+            fsync_dir(path)
+        return
+    with ThreadPoolExecutor(max_workers=_FSYNC_THREADS) as pool:
+        # list() re-raises the first OSError, if any.
+        list(pool.map(fsync_dir, unique))
 
 
 def _fsync_file(path: Path) -> None:
