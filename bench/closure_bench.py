@@ -10,8 +10,9 @@ goal runtime. Target: under 5% of the run.
 With ``--files N`` the project also holds N small generated files (a real
 tree's size), and the report adds, per node, the time in its executor turns
 (SOURCE_FREEZE is the freeze; check_tests includes the scratch copy), the
-orchestration time per generation (custody snapshots and the rest), and the
-store and custody bytes the goal left behind.
+orchestration time per generation (custody snapshots and the rest), the time
+in the Host's custody calls per generation (target: under 1 s on 10,000
+unchanged files), and the store and custody bytes the goal left behind.
 
 Run: ``.venv/bin/python bench/closure_bench.py [--runs N] [--files N]``.
 """
@@ -55,6 +56,29 @@ class TimedInvoker:
             self.by_node[node] = self.by_node.get(node, 0.0) + spent
 
 
+class TimedCustody:
+    """Forwards to the Host's custody and adds up the wall time of each method."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.by_method: dict[str, float] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - started
+                self.by_method[name] = self.by_method.get(name, 0.0) + spent
+
+        return timed
+
+
 DETAIL: dict[str, Any] = {}
 """What the ``--files`` run measured, reported after the event loop ends."""
 
@@ -82,6 +106,8 @@ async def one_run(folder: Path, files: int = 0) -> tuple[float, float, int, str]
     runtime = GoalRuntime(f"sqlite:///{folder}/state.db")
     timer = TimedInvoker(runtime.host.invoker)
     runtime.host.invoker = timer
+    custody = TimedCustody(runtime.host.custody)
+    runtime.host.custody = custody
     try:
         created = runtime.create(
             objective="add() adds",
@@ -97,6 +123,7 @@ async def one_run(folder: Path, files: int = 0) -> tuple[float, float, int, str]
         runtime.close()
     if files:
         DETAIL.update(generations=view["generation"] or 1, by_node=dict(timer.by_node), total=total)
+        DETAIL["custody"] = dict(custody.by_method)
         DETAIL["outside"] = total - timer.seconds
     return total, timer.seconds, timer.turns, view["run_status"]
 
@@ -112,6 +139,15 @@ def _report(folder: Path, files: int) -> None:
     print(
         f"  orchestration outside executors: {outside:.2f} s, {outside / generations:.2f} s "
         "per generation (custody snapshots, Host, journal)"
+    )
+    spent = DETAIL["custody"]
+    work = sum(spent.values())
+    calls = ", ".join(
+        f"{name} {sec:.2f}" for name, sec in sorted(spent.items(), key=lambda i: -i[1])
+    )
+    print(
+        f"  custody work (the Host's calls, part of the above): {work:.2f} s, "
+        f"{work / generations:.2f} s per generation ({calls})"
     )
     store = sum(p.stat().st_size for p in folder.glob("state.db*"))
     print(

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from contracts import MAX_EXACT_INTEGER, ErrorCode, error, number_problem
 
@@ -25,31 +28,39 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 64
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases and duplicate keys."""
+class _Strict:
+    """The strictness rules, shared by the libyaml-backed loader and the pure-Python one.
+
+    Both compose nodes with PyYAML's Python composer, so an alias, an anchor or
+    a nesting too deep for the recursion limit is seen here whichever parser
+    produced the events; only scanning and parsing move to C when libyaml is
+    installed (several times faster on a large spec).
+    """
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+        loader: Any = self
+        if loader.check_event(yaml.AliasEvent):
+            event = loader.peek_event()
             raise _Refusal(
                 ErrorCode.YAML_ALIAS_REFUSED,
                 "YAML aliases are not accepted",
                 f"line {event.start_mark.line + 1}",
             )
-        if self.check_event(yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
+        if loader.check_event(yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            event = loader.peek_event()
             if getattr(event, "anchor", None):
                 raise _Refusal(
                     ErrorCode.YAML_ALIAS_REFUSED,
                     "YAML anchors are not accepted",
                     f"line {event.start_mark.line + 1}",
                 )
-        return super().compose_node(parent, index)
+        return Composer.compose_node(loader, parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        loader: Any = self
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
+            key = loader.construct_object(key_node, deep=True)
             if key in seen:
                 raise _Refusal(
                     ErrorCode.DUPLICATE_KEY,
@@ -57,14 +68,42 @@ class _StrictLoader(yaml.SafeLoader):
                     f"line {key_node.start_mark.line + 1}",
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        return SafeConstructor.construct_mapping(loader, node, deep=deep)
+
+
+class _StrictLoader(_Strict, yaml.SafeLoader):
+    """Pure-Python SafeLoader that refuses aliases, anchors and duplicate keys."""
+
+
+_CParser: Any
+try:
+    from yaml._yaml import CParser as _CParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _CParser = None
+
+if _CParser is not None:
+
+    class _StrictCLoader(_Strict, Composer, _CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        """libyaml's parser (events) under the Python composer and the strict rules."""
+
+        def __init__(self, stream: str) -> None:
+            _CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+
+    _LOADER: type[Any] = _StrictCLoader
+else:  # pragma: no cover - PyYAML built without libyaml
+    _LOADER = _StrictLoader
 
 
 # Timestamps and other implicit YAML types would not survive JSON; keep them strings.
-for _first, _resolvers in list(_StrictLoader.yaml_implicit_resolvers.items()):
-    _StrictLoader.yaml_implicit_resolvers[_first] = [
-        (tag, regexp) for tag, regexp in _resolvers if tag != "tag:yaml.org,2002:timestamp"
-    ]
+_loader: type[Any]
+for _loader in (_StrictLoader, _LOADER):
+    _loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in Resolver.yaml_implicit_resolvers.items()
+    }
 
 
 class _Refusal(Exception):
@@ -126,7 +165,7 @@ def parse_document(data: bytes, *, name: str, json_only: bool = False) -> Any:
         if json_only:
             value = json.loads(text, object_pairs_hook=_no_duplicates)
         else:
-            value = yaml.load(text, Loader=_StrictLoader)
+            value = yaml.load(text, Loader=_LOADER)
     except _Refusal as exc:
         where = f"{name}:{exc.where}" if exc.where else name
         raise error(exc.code, exc.message, path=where) from None
@@ -144,6 +183,13 @@ def parse_document(data: bytes, *, name: str, json_only: bool = False) -> Any:
             path=f"{name}:line {exc.lineno}",
         ) from None
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # libyaml's own bound (1,000 levels)
+            raise error(
+                ErrorCode.DOCUMENT_TOO_DEEP,
+                "document nests too deeply",
+                path=name,
+                expected=f"at most {MAX_DEPTH} levels",
+            ) from None
         mark = getattr(exc, "problem_mark", None)
         where = f"{name}:line {mark.line + 1}" if mark is not None else name
         problem = getattr(exc, "problem", None) or "malformed document"

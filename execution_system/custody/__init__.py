@@ -1,7 +1,8 @@
 """The real Workspace/Custody: content-addressed savepoints, signed capabilities, validation."""
 
-from execution_system.custody._custody import FileCustody, SnapshotReport
+from execution_system.custody._custody import FileCustody
 from execution_system.custody._recovery import compare_heads
+from execution_system.custody._report import SnapshotReport
 from execution_system.custody._tree import DEFAULT_EXCLUDED, protected_by
 
 __all__ = ["DEFAULT_EXCLUDED", "FileCustody", "SnapshotReport", "compare_heads", "protected_by"]

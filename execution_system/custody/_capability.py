@@ -28,7 +28,7 @@ from contracts import (
     error,
 )
 from execution_system.custody._durable import fsync_dir, temp_name, write_all
-from execution_system.custody._tree import Refusal
+from execution_system.custody._tree import Refusal, protected_by, within
 
 #: Bytes of HMAC key material.
 KEY_BYTES = 32
@@ -183,4 +183,30 @@ def check_site(claims: CapabilityClaims, site: ExecutionSite) -> None:
             ErrorCode.CAPABILITY_WRONG_INVOCATION,
             "capability.site.invocation",
             f"the capability is for invocation {granted.invocation!r}, not {site.invocation!r}",
+        )
+
+
+def check_changes(claims: CapabilityClaims, changed: list[str]) -> None:
+    """Refuse ``changed`` paths the capability's mode, protected set or paths do not allow."""
+    if not changed:
+        return
+    if claims.mode == "read":
+        raise Refusal(
+            ErrorCode.CUSTODY_WRITE_UNDER_READ,
+            changed[0],
+            f"a read capability allows no change; {len(changed)} path(s) changed",
+        )
+    guarded = [path for path in changed if protected_by(path, claims.protected)]
+    if guarded:
+        raise Refusal(
+            ErrorCode.CUSTODY_PROTECTED_PATH,
+            guarded[0],
+            f"{len(guarded)} changed path(s) under protected {list(claims.protected)}",
+        )
+    outside = [path for path in changed if not within(path, claims.paths)]
+    if outside:
+        raise Refusal(
+            ErrorCode.CUSTODY_WRITE_OUTSIDE_PATHS,
+            outside[0],
+            f"{len(outside)} changed path(s) outside {list(claims.paths)}",
         )

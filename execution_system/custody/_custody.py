@@ -19,15 +19,12 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import NoReturn
-
-from pydantic import BaseModel, ConfigDict
 
 from contracts import (
     CapabilityClaims,
@@ -44,15 +41,18 @@ from contracts import (
     WorkspaceMode,
     error,
 )
+from execution_system.custody._attribution import IssueTimes
 from execution_system.custody._blobs import BlobBatch, BlobStore
 from execution_system.custody._capability import (
     SigningKey,
+    check_changes,
     check_site,
     decode_token,
     encode_token,
     load_or_create_key,
 )
 from execution_system.custody._durable import file_lock, fsync_dir
+from execution_system.custody._report import SnapshotReport
 from execution_system.custody._restore import materialize, verify
 from execution_system.custody._state import DeliveryState, check_delivery
 from execution_system.custody._tree import (
@@ -64,39 +64,15 @@ from execution_system.custody._tree import (
     decode_manifest,
     diff,
     encode_manifest,
-    protected_by,
     savepoint_of,
     scan,
     tree_bytes,
-    within,
 )
 from execution_system.custody._workspace import copy_seed, remove_tree
 from host._faults import boundary
 
 #: Parsed manifests kept in memory, by savepoint id (a manifest is immutable).
 _TREE_CACHE_SIZE = 8
-#: Capabilities whose issue time this process remembers (for unattributed writes).
-_ISSUED_MEMORY = 4096
-#: File timestamps are taken from the kernel's coarse clock; compare with the same one
-#: (CLOCK_REALTIME_COARSE is 5 on Linux; the time module does not name it before 3.13).
-_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5 if sys.platform == "linux" else None)
-
-
-class SnapshotReport(BaseModel):
-    """What one :meth:`FileCustody.snapshot` recorded and what it had to read."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    savepoint: SavepointId
-    """The savepoint capturing the observed tree."""
-    files: int
-    """Entries in the tree."""
-    bytes: int
-    """Total content size."""
-    hashed_files: int
-    """Files read (stat cache misses; every file under ``full_verify``)."""
-    hashed_bytes: int
-    """Bytes read to hash them."""
 
 
 def _raise(refusal: Refusal) -> NoReturn:
@@ -108,6 +84,10 @@ class FileCustody:
 
     Implements :class:`contracts.Custody`. ``clock`` supplies Unix time for
     capability issue/expiry and savepoint records (tests inject one).
+    ``exclude`` (``seed_exclude`` is its older name) names the folders left out
+    of the seed, every snapshot, digest and restore of a delivery opened by this
+    instance, wherever they are; it is recorded with the delivery at open, and
+    the recorded set applies from then on, whatever a later instance is given.
     """
 
     def __init__(
@@ -116,17 +96,22 @@ class FileCustody:
         *,
         clock: Callable[[], float] = time.time,
         seed_exclude: frozenset[str] = DEFAULT_EXCLUDED,
+        exclude: frozenset[str] | None = None,
     ) -> None:
         self._root = Path(root).absolute()
-        self._seed_exclude = seed_exclude
+        names = frozenset(seed_exclude if exclude is None else exclude)
+        for name in names:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"an excluded name must be one folder name, not {name!r}")
+        self._exclude = names
+        """Folder names left out of the trees of deliveries this instance opens."""
         self._clock = clock
         self._state = DeliveryState(self._root / "deliveries")
         self._blobs = BlobStore(self._root / "blobs")
         self._key: SigningKey | None = None
         self._trees: dict[str, Tree] = {}
         self._trees_lock = threading.Lock()
-        self._issued_ns: dict[str, int] = {}
-        """nonce -> the coarse real time its capability was issued (this process only)."""
+        self._issued = IssueTimes()
 
     def __repr__(self) -> str:
         return f"FileCustody(root={os.fspath(self._root)!r})"
@@ -170,6 +155,14 @@ class FileCustody:
             self._remember(SavepointId(savepoint), tree)
         return tree
 
+    def _exclusions(self, delivery: str) -> frozenset[str]:
+        try:
+            return self._state.exclusions(delivery)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise Refusal(
+                ErrorCode.CUSTODY_REJECTED, delivery, f"unreadable exclusion record: {exc}"
+            ) from None
+
     def _remember(self, savepoint: SavepointId, tree: Tree) -> None:
         with self._trees_lock:
             if savepoint not in self._trees and len(self._trees) >= _TREE_CACHE_SIZE:
@@ -188,14 +181,21 @@ class FileCustody:
         return savepoint
 
     @contextmanager
-    def _scanning(self, delivery: str, *, full_verify: bool) -> Iterator[tuple[Scan, BlobBatch]]:
-        """Scan the workspace, staging new contents; unpublished ones are dropped on exit."""
+    def _scanning(
+        self, delivery: str, *, full_verify: bool, head: SavepointId | None = None
+    ) -> Iterator[tuple[Scan, BlobBatch]]:
+        """Scan the workspace, staging new contents; unpublished ones are dropped on exit.
+
+        ``head`` is the head the caller has just read under the delivery lock
+        (read here otherwise).
+        """
         workspace = self._workspace(delivery)
         if not workspace.is_dir() or workspace.is_symlink():
             raise Refusal(
                 ErrorCode.CUSTODY_WORKSPACE_UNKNOWN, delivery, "the workspace directory is missing"
             )
-        head = self._state.head(delivery)
+        if head is None:
+            head = self._state.head(delivery)
         stored: set[str] = set()
         if head is not None:
             # An unreadable head manifest only costs existence checks.
@@ -209,6 +209,7 @@ class FileCustody:
                 batch=batch,
                 full_verify=full_verify,
                 stored=stored,
+                skip=self._exclusions(delivery),
             )
             self._state.save_cache(delivery, observed.cache)
             yield observed, batch
@@ -244,26 +245,35 @@ class FileCustody:
             if head is not None:
                 return head
             self._state.create(delivery)
+            exclude = self._state.recorded_exclusions(delivery)
+            if exclude is None:
+                exclude = self._exclude
+                self._state.record_exclusions(delivery, exclude)
             workspace = self._workspace(delivery)
             if not os.path.lexists(workspace):
                 workspace.parent.mkdir(parents=True, exist_ok=True)
                 staging = workspace.parent / f".open-{delivery}-{secrets.token_hex(6)}"
                 staging.mkdir()
                 try:
-                    if seed is not None:
-                        copy_seed(Path(seed), staging, self._blobs, self._seed_exclude)
+                    # Verified in the staging folder, which nobody else can see or write:
+                    # that tree is what the workspace holds when it appears.
+                    tree = (
+                        {} if seed is None else copy_seed(Path(seed), staging, self._blobs, exclude)
+                    )
                     os.rename(staging, workspace)
                 except BaseException:
                     remove_tree(staging)
                     raise
                 fsync_dir(workspace.parent)
-            try:
-                with self._scanning(delivery, full_verify=False) as (observed, batch):
-                    report = self._commit(delivery, observed, batch)
-            except Refusal as refusal:
-                _raise(refusal)
-            self._state.set_head(delivery, report.savepoint)
-            return report.savepoint
+                savepoint = self._record(delivery, tree)
+            else:  # left by a crash without a head: record it as it stands
+                try:
+                    with self._scanning(delivery, full_verify=False) as (observed, batch):
+                        savepoint = self._commit(delivery, observed, batch).savepoint
+                except Refusal as refusal:
+                    _raise(refusal)
+            self._state.set_head(delivery, savepoint)
+            return savepoint
 
     def workspace(self, delivery: DeliveryId) -> str:
         """The absolute path of the delivery's workspace directory (exists once opened)."""
@@ -319,12 +329,7 @@ class FileCustody:
             expires_at=now + ttl_s,
             nonce=secrets.token_hex(16),
         )
-        if len(self._issued_ns) >= _ISSUED_MEMORY:
-            self._issued_ns.pop(next(iter(self._issued_ns)))
-        # The clock file timestamps come from (coarse), not the injectable one: a change
-        # whose ctime precedes this instant did not come from the turn being issued.
-        if _COARSE is not None:
-            self._issued_ns[claims.nonce] = time.clock_gettime_ns(_COARSE)
+        self._issued.remember(claims.nonce)
         return SignedCapability(claims=claims, token=encode_token(claims, self._signing_key()))
 
     def validate(self, preview: CustodyPreview, *, full_verify: bool = False) -> CustodyVerdict:
@@ -371,10 +376,15 @@ class FileCustody:
                     base = self._tree(delivery, head)
                 except ValueError as exc:
                     raise Refusal(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, head, str(exc)) from None
-                with self._scanning(delivery, full_verify=full_verify) as (observed, batch):
+                with self._scanning(delivery, full_verify=full_verify, head=head) as (
+                    observed,
+                    batch,
+                ):
                     changed = diff(base, observed.tree)
-                    _check_changes(claims, changed)
-                    self._check_attributed(delivery, claims.nonce, changed, observed.tree)
+                    check_changes(claims, changed)
+                    self._issued.check(
+                        self._workspace(delivery), claims.nonce, changed, observed.tree
+                    )
                     for path, ref in artifacts:
                         entry = observed.tree.get(path)
                         if entry is None or entry.link or entry.sha256 != ref.digest:
@@ -385,12 +395,14 @@ class FileCustody:
                                 f"artifact claims {ref.digest}; the workspace holds {found}",
                             )
                     boundary("custody-validate", "before")
-                    report = self._commit(delivery, observed, batch)
+                    # The same entries make the same manifest: an unchanged tree is the
+                    # head, already recorded with its blobs.
+                    savepoint = (
+                        self._commit(delivery, observed, batch).savepoint if changed else head
+                    )
                 self._state.use_nonce(delivery, claims.nonce)
                 boundary("custody-validate", "after")
-                return CustodyVerdict(
-                    accepted=True, savepoint=report.savepoint, changed=tuple(changed)
-                )
+                return CustodyVerdict(accepted=True, savepoint=savepoint, changed=tuple(changed))
         except Refusal as refusal:
             return CustodyVerdict(
                 accepted=False,
@@ -442,10 +454,13 @@ class FileCustody:
                     remove_tree(workspace)
                     workspace.mkdir(parents=True)
                 cache = self._state.load_cache(delivery)
+                skip = self._exclusions(delivery)
                 boundary("custody-restore", "before")
                 try:
-                    problems = materialize(workspace, want, self._blobs, cache)
-                    differences, observed = verify(workspace, want, cache, full_verify=full_verify)
+                    problems = materialize(workspace, want, self._blobs, cache, skip)
+                    differences, observed = verify(
+                        workspace, want, cache, full_verify=full_verify, skip=skip
+                    )
                 except OSError as exc:
                     # Whatever failed, the tree is now in an unknown state: uncertain, not failed.
                     return RestoreResult(
@@ -510,27 +525,6 @@ class FileCustody:
         except Refusal as refusal:
             _raise(refusal)
 
-    def _check_attributed(self, delivery: str, nonce: str, changed: list[str], tree: Tree) -> None:
-        """Refuse changes that predate the capability (only where this process issued it)."""
-        issued = self._issued_ns.pop(nonce, None)
-        if issued is None or not changed:
-            return
-        workspace = self._workspace(delivery)
-        late = []
-        for path in changed:
-            if path not in tree:
-                continue  # a deletion leaves no timestamp to attribute
-            with suppress(OSError):
-                if os.lstat(workspace / path).st_ctime_ns < issued:
-                    late.append(path)
-        if late:
-            raise Refusal(
-                ErrorCode.CUSTODY_UNATTRIBUTED_WRITE,
-                late[0],
-                f"{len(late)} path(s) changed before this turn's capability was issued "
-                "(a write from outside the turn)",
-            )
-
     # --- beyond the protocol ----------------------------------------------------------
 
     def snapshot(self, delivery: DeliveryId, *, full_verify: bool = False) -> SnapshotReport:
@@ -570,6 +564,17 @@ class FileCustody:
                 path=savepoint,
             )
 
+    def excluded(self, delivery: DeliveryId) -> tuple[str, ...]:
+        """The folder names the delivery's trees leave out (sorted; recorded at open).
+
+        Anyone re-deriving a savepoint from a workspace copy must leave out the
+        same names; a delivery opened before exclusions were recorded has none.
+        """
+        try:
+            return tuple(sorted(self._exclusions(check_delivery(delivery))))
+        except Refusal as refusal:
+            _raise(refusal)
+
     def manifest(self, delivery: DeliveryId, savepoint: SavepointId) -> tuple[FileEntry, ...]:
         """The entries of a recorded savepoint, sorted by path."""
         try:
@@ -579,28 +584,3 @@ class FileCustody:
         except ValueError as exc:
             raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
         return tuple(tree[path].to_file_entry() for path in sorted(tree))
-
-
-def _check_changes(claims: CapabilityClaims, changed: list[str]) -> None:
-    if not changed:
-        return
-    if claims.mode == "read":
-        raise Refusal(
-            ErrorCode.CUSTODY_WRITE_UNDER_READ,
-            changed[0],
-            f"a read capability allows no change; {len(changed)} path(s) changed",
-        )
-    guarded = [path for path in changed if protected_by(path, claims.protected)]
-    if guarded:
-        raise Refusal(
-            ErrorCode.CUSTODY_PROTECTED_PATH,
-            guarded[0],
-            f"{len(guarded)} changed path(s) under protected {list(claims.protected)}",
-        )
-    outside = [path for path in changed if not within(path, claims.paths)]
-    if outside:
-        raise Refusal(
-            ErrorCode.CUSTODY_WRITE_OUTSIDE_PATHS,
-            outside[0],
-            f"{len(outside)} changed path(s) outside {list(claims.paths)}",
-        )

@@ -36,9 +36,15 @@ def fsync_dir(path: Path) -> None:
 
 
 def fsync_dirs(paths: Iterable[Path]) -> None:
-    """Flush several directories, each once."""
-    for path in sorted(set(paths)):
-        fsync_dir(path)
+    """Flush several directories, each once (concurrently when there are many)."""
+    unique = sorted(set(paths))
+    if len(unique) < 8:
+        for path in unique:
+            fsync_dir(path)
+        return
+    with ThreadPoolExecutor(max_workers=_FSYNC_THREADS) as pool:
+        # list() re-raises the first OSError, if any.
+        list(pool.map(fsync_dir, unique))
 
 
 def _fsync_file(path: Path) -> None:
@@ -84,12 +90,12 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
-def append_line(path: Path, line: str) -> None:
+def append_line(path: Path, line: str, *, header: str | None = None) -> None:
     """Append one line to a log and flush it.
 
     A crash can leave the last line torn (no newline). Before appending, such a
     fragment is closed with a newline so the new line stays parseable; readers
-    skip the fragment.
+    skip the fragment. ``header`` is written as the first line of an empty log.
     """
     created = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -98,6 +104,8 @@ def append_line(path: Path, line: str) -> None:
         prefix = b""
         if size and os.pread(fd, 1, size - 1) != b"\n":
             prefix = b"\n"
+        elif not size and header is not None:
+            prefix = header.encode("utf-8") + b"\n"
         write_all(fd, prefix + line.encode("utf-8") + b"\n")
         os.fsync(fd)
     finally:
@@ -124,8 +132,12 @@ def file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
     ``flock`` locks belong to the open file description, so two threads of one
     process that each open the file exclude each other as two processes do.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileNotFoundError:  # the first lock under this root: create its folder
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield

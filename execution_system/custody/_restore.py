@@ -11,7 +11,7 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from pathlib import Path
 
 from contracts import digest_bytes
@@ -60,8 +60,12 @@ def _prune(
     want: Mapping[str, Entry],
     cache: Mapping[str, CacheRow],
     problems: list[str],
+    skip: Set[str],
 ) -> set[str]:
-    """Remove everything ``want`` does not hold; return the paths already correct."""
+    """Remove everything ``want`` does not hold; return the paths already correct.
+
+    Folders and symlinks named in ``skip`` are not part of any tree and are left alone.
+    """
     want_dirs = _parents(want)
     keep: set[str] = set()
     stack = [("", os.fspath(root))]
@@ -73,6 +77,8 @@ def _prune(
             rel = f"{rel_dir}/{child.name}" if rel_dir else child.name
             try:
                 st = child.stat(follow_symlinks=False)
+                if child.name in skip and (stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                    continue
                 if stat.S_ISDIR(st.st_mode):
                     if rel in want_dirs:
                         # Directory modes are not part of a tree, but an executor may have
@@ -130,17 +136,22 @@ def _stage(final: Path, entry: Entry, blobs: BlobStore) -> Path:
 
 
 def materialize(
-    root: Path, want: Mapping[str, Entry], blobs: BlobStore, cache: Mapping[str, CacheRow]
+    root: Path,
+    want: Mapping[str, Entry],
+    blobs: BlobStore,
+    cache: Mapping[str, CacheRow],
+    skip: Set[str] = frozenset(),
 ) -> list[str]:
     """Make the tree under ``root`` exactly ``want``; return what could not be done.
 
     Extra files, symlinks, special files and directories (including empty
     ones) are removed; missing or different entries are written from the blob
     store (staged beside their target, flushed, then renamed into place);
-    modes are reset. Untouched files are recognized by the stat cache.
+    modes are reset. Untouched files are recognized by the stat cache. Folders
+    named in ``skip`` (the delivery's exclusions) are left as they are.
     """
     problems: list[str] = []
-    keep = _prune(root, want, cache, problems)
+    keep = _prune(root, want, cache, problems, skip)
     staged: list[tuple[Path, Path, bool]] = []
     touched: set[Path] = set()
     for entry in sorted(want.values()):
@@ -168,14 +179,19 @@ def materialize(
 
 
 def verify(
-    root: Path, want: Tree, cache: Mapping[str, CacheRow], *, full_verify: bool
+    root: Path,
+    want: Tree,
+    cache: Mapping[str, CacheRow],
+    *,
+    full_verify: bool,
+    skip: Set[str] = frozenset(),
 ) -> tuple[list[str], Scan]:
     """Re-scan ``root`` and list every way it differs from ``want`` (empty: confirmed).
 
     Files written by :func:`materialize` have new inodes, so they are always
     re-read; ``full_verify`` re-reads the rest too.
     """
-    observed = scan(root, cache=cache, full_verify=full_verify, strict=False)
+    observed = scan(root, cache=cache, full_verify=full_verify, strict=False, skip=skip)
     differences = [f"{refusal.path}: {refusal.message}" for refusal in observed.errors]
     differences += [f"{path}: differs from the savepoint" for path in diff(want, observed.tree)]
     return differences, observed

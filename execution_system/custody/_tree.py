@@ -47,9 +47,10 @@ _HASH_THREADS = min(4, os.cpu_count() or 1)
 
 _CONTROL = frozenset(chr(c) for c in [*range(0x20), 0x7F])
 
-#: Folder names a seed is copied without, at any depth: version control,
-#: virtual environments and caches (machine-specific, rebuilt, often large, and
-#: a venv's absolute interpreter symlinks could not be represented anyway).
+#: Folder names custody leaves out of seeds, snapshots, digests and restores, at
+#: any depth: version control, virtual environments and caches (machine-specific,
+#: rebuilt, often large, and a venv's absolute interpreter symlinks could not be
+#: represented anyway).
 DEFAULT_EXCLUDED: frozenset[str] = frozenset(
     {
         ".git",
@@ -336,8 +337,9 @@ def scan(
     otherwise refusals are collected in ``errors`` and the entry is left out.
     ``stored`` names digests known to be in the blob store (those of a
     recorded manifest: never collected while the delivery lives), which spares
-    a cache hit the existence check. Folders named in ``skip`` are left out
-    wherever they are (used to copy a seed without its ``.git/`` or venv).
+    a cache hit the existence check. Folders (and symlinks) named in ``skip``
+    are left out wherever they are: a delivery's exclusions (``.git/``, venvs,
+    caches), which are then in no tree and no digest.
     """
     now_ns = time.time_ns()
     root_real = os.path.realpath(root)
@@ -369,7 +371,8 @@ def scan(
                     if child.name not in skip:
                         stack.append((rel, child.path))
                 elif fmt == stat.S_IFLNK:
-                    result.tree[rel] = _link_entry(root_real, child.path, rel, batch)[0]
+                    if child.name not in skip:
+                        result.tree[rel] = _link_entry(root_real, child.path, rel, batch)[0]
                 elif fmt != stat.S_IFREG:
                     raise Refusal(ErrorCode.CUSTODY_SPECIAL_FILE, rel, _describe(fmt))
                 elif st.st_mode & (stat.S_ISUID | stat.S_ISGID):

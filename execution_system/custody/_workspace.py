@@ -12,19 +12,20 @@ from typing import Any
 from contracts import ErrorCode, error
 from execution_system.custody._blobs import BlobStore
 from execution_system.custody._restore import materialize, verify
-from execution_system.custody._tree import Refusal, scan
+from execution_system.custody._tree import Refusal, Tree, scan
 
 
 def copy_seed(
     seed: Path, target: Path, blobs: BlobStore, exclude: frozenset[str] = frozenset()
-) -> None:
+) -> Tree:
     """Copy a seed directory into the empty ``target`` through the blob store.
 
     The seed is scanned with the same rules as a workspace (so a symlink
     leaving the seed, a device, FIFO, socket or setuid file, or an unsafe name
     is ``CUSTODY_SEED_INVALID``), its contents are stored as blobs, and the
     tree is materialized and verified like a restore. Folders named in
-    ``exclude`` are not copied, at any depth.
+    ``exclude`` are not copied, at any depth. Returns the tree ``target`` was
+    verified to hold (its blobs are durable).
     """
     if not seed.is_dir():
         raise error(
@@ -50,6 +51,7 @@ def copy_seed(
             "the seed could not be copied exactly: " + "; ".join(problems + differences)[:500],
             path=os.fspath(seed),
         )
+    return tree
 
 
 def remove_tree(path: Path) -> None:

@@ -491,7 +491,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "custody-protected-ignored",
         "changes under a protected subtree are accepted",
-        CUSTODY_PY,
+        CAPABILITY_PY,
         "    guarded = [path for path in changed if protected_by(path, claims.protected)]",
         "    guarded: list[str] = []",
         CUSTODY,
@@ -499,7 +499,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "custody-read-allows-writes",
         "a read capability allows changes",
-        CUSTODY_PY,
+        CAPABILITY_PY,
         '    if claims.mode == "read":',
         "    if False:",
         CUSTODY,

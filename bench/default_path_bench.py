@@ -1,0 +1,328 @@
+"""The default path as a user runs it: ``execsys run`` with FileCustody, against raw LangGraph.
+
+Two tables, every figure from whole processes started by this script:
+
+1. **Per-step slope.** A spec chaining N trivial python actions is run with
+   ``execsys run SPEC --store sqlite:///...`` (the default ``FileCustody``
+   beside the store); the raw side is a process that builds a LangGraph
+   chain of N trivial nodes on the stock ``SqliteSaver`` (WAL,
+   ``synchronous=FULL``, ``durability="sync"``) and runs it once. The slope
+   ``(t(240) - t(40)) / 200`` removes start-up, imports and admission, so what
+   is left is the price of one more step. Host and raw repetitions
+   alternate, so a noisy neighbour hits both alike; medians are reported.
+   Target: Host <= 1.25x raw.
+2. **Flat in length.** One 1,000-step delivery whose action records a
+   timestamp each time it runs; the per-step cost of steps 900-1,000 is
+   compared with that of steps 1-100. Target: within 10%.
+3. **Graph build.** Load + admit + compile of a 2,000-node chain spec, per
+   node, in this process. Target: <= 0.1 ms/node.
+
+Usage: ``.venv/bin/python bench/default_path_bench.py [--reps 5] [--only 1,2,3] [--long 1000]
+[--baseline DIR]`` (``DIR``: a checkout whose code table 1 also runs, e.g. ``git archive main``).
+No assertions: targets are printed as met / MISSED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+EXECSYS = [PYTHON, "-c", "import sys; from execution_system.cli import main; sys.exit(main())"]
+
+AGENT = '''\
+"""Trivial action for the default-path bench; optionally stamps the time it ran."""
+import os
+import time
+
+_STAMPS = os.environ.get("BENCH_STAMPS")
+
+
+async def step(request):
+    if _STAMPS:
+        with open(_STAMPS, "a") as out:
+            out.write(f"{time.perf_counter_ns()}\\n")
+    return {"status": "completed", "output": {}}
+'''
+
+RAW = """\
+import sqlite3, sys, itertools
+from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+class S(TypedDict, total=False):
+    n: int
+
+n, path = int(sys.argv[1]), sys.argv[2]
+conn = sqlite3.connect(path, check_same_thread=False)
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("PRAGMA synchronous=FULL")
+saver = SqliteSaver(conn)
+saver.setup()
+
+def step(state):
+    return {"n": state.get("n", 0) + 1}
+
+b = StateGraph(S)
+names = [f"s{i}" for i in range(n)]
+for name in names:
+    b.add_node(name, step)
+b.add_edge(START, names[0])
+for x, y in itertools.pairwise(names):
+    b.add_edge(x, y)
+b.add_edge(names[-1], END)
+g = b.compile(checkpointer=saver)
+out = g.invoke({"n": 0}, {"configurable": {"thread_id": "t"}, "recursion_limit": 10**6},
+               durability="sync")
+assert out["n"] == n, out
+"""
+
+
+def chain_spec(n: int) -> str:
+    """A spec of ``n`` chained trivial actions and a terminal."""
+    lines = [
+        "spec: execution-system/v1",
+        f"graph: chain-{n}",
+        "input: {type: object}",
+        "start: s0",
+        "nodes:",
+    ]
+    for i in range(n):
+        nxt = f"s{i + 1}" if i + 1 < n else "done"
+        lines.append(f"  s{i}: {{kind: action, executor: step, next: {nxt}}}")
+    lines.append("  done: {kind: terminal, outcome: succeeded}")
+    return "\n".join(lines) + "\n"
+
+
+def prepare(folder: Path, sizes: list[int]) -> None:
+    """Write the agent, the runner config, the raw script and one spec per size."""
+    (folder / "agents").mkdir(parents=True, exist_ok=True)
+    (folder / "agents" / "__init__.py").write_text("")
+    (folder / "agents" / "trivial.py").write_text(AGENT)
+    (folder / "execsys.yaml").write_text(
+        'executors:\n  step: {python: "agents.trivial:step", timeout_s: 60}\n'
+    )
+    (folder / "raw.py").write_text(RAW)
+    for n in sizes:
+        (folder / f"chain{n}.yaml").write_text(chain_spec(n))
+
+
+def run_host(folder: Path, n: int, tag: str, env: dict[str, str] | None = None) -> float:
+    """Wall seconds of one ``execsys run`` of the N-chain on a fresh store.
+
+    ``env`` may set ``PYTHONPATH`` to a checkout of other code (the baseline side).
+    """
+    store = folder / f"store-{tag}" / "state.db"
+    command = [
+        *EXECSYS,
+        "run",
+        str(folder / f"chain{n}.yaml"),
+        "--store",
+        f"sqlite:///{store}",
+        "--json",
+    ]
+    started = time.perf_counter()
+    done = subprocess.run(
+        command,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+    spent = time.perf_counter() - started
+    if done.returncode != 0 or '"completed"' not in done.stdout:
+        raise SystemExit(f"execsys run failed ({done.returncode}): {done.stdout}{done.stderr}")
+    return spent
+
+
+def run_raw(folder: Path, n: int, tag: str) -> float:
+    """Wall seconds of one raw LangGraph process running the N-chain on a fresh db."""
+    db = folder / f"raw-{tag}.db"
+    started = time.perf_counter()
+    done = subprocess.run(
+        [PYTHON, str(folder / "raw.py"), str(n), str(db)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    spent = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"raw run failed: {done.stderr}")
+    return spent
+
+
+def slope_table(
+    folder: Path, reps: int, small: int, large: int, baseline: Path | None = None
+) -> None:
+    """Table 1: per-step slope, Host and raw alternating (and a baseline checkout, if given)."""
+    prepare(folder, [small, large])
+    times: dict[tuple[str, int], list[float]] = {}
+    base_env = {"PYTHONPATH": str(baseline)} if baseline else None
+    sides = ["host", "raw"] + (["base"] if baseline else [])
+
+    def one(side: str, n: int, tag: str) -> float:
+        if side == "raw":
+            return run_raw(folder, n, tag)
+        return run_host(folder, n, tag, env=base_env if side == "base" else None)
+
+    for side in sides:
+        one(side, small, f"warm-{side}")
+    for rep in range(reps):
+        for n in (small, large) if rep % 2 == 0 else (large, small):
+            for side in sides if rep % 2 == 0 else sides[::-1]:
+                times.setdefault((side, n), []).append(one(side, n, f"{side}-{n}-{rep}"))
+    span = large - small
+    print(f"1. Per-step slope (t({large}) - t({small})) / {span}, whole processes, {reps} reps")
+    print(f"{'':<34}{'t(small) s':>11}{'t(large) s':>11}{'ms/step':>9}{'x raw':>7}")
+    slopes = {}
+    per_rep = {}
+    labels = [("raw", "raw LangGraph SqliteSaver"), ("host", "execsys run, FileCustody")]
+    if baseline:
+        labels.append(("base", f"same, code of {baseline.name}"))
+    for side, label in labels:
+        t_small = statistics.median(times[(side, small)])
+        t_large = statistics.median(times[(side, large)])
+        slopes[side] = (t_large - t_small) / span * 1000
+        per_rep[side] = [
+            (b - a) / span * 1000
+            for a, b in zip(times[(side, small)], times[(side, large)], strict=True)
+        ]
+        ratio = slopes[side] / slopes["raw"]
+        print(f"{label:<34}{t_small:>11.3f}{t_large:>11.3f}{slopes[side]:>9.3f}{ratio:>7.2f}")
+    ratios = [h / r for h, r in zip(per_rep["host"], per_rep["raw"], strict=True) if r > 0]
+    ratio = slopes["host"] / slopes["raw"]
+    print(
+        f"  per-repetition ratio range {min(ratios):.2f}-{max(ratios):.2f}; "
+        f"target host <= 1.25x raw: {ratio:.2f}x -> {'met' if ratio <= 1.25 else 'MISSED'}"
+    )
+
+
+def _gaps(folder: Path, steps: int, tag: str, env: dict[str, str]) -> list[float]:
+    stamps = folder / f"stamps-{tag}.txt"
+    stamps.unlink(missing_ok=True)
+    run_host(folder, steps, f"long-{tag}", env={**env, "BENCH_STAMPS": str(stamps)})
+    marks = [int(line) for line in stamps.read_text().split()]
+    if len(marks) != steps:
+        raise SystemExit(f"expected {steps} stamps, got {len(marks)}")
+    return [(b - a) / 1e6 for a, b in itertools.pairwise(marks)]
+
+
+def flat_table(folder: Path, steps: int, baseline: Path | None = None) -> None:
+    """Table 2: per-step cost at the start and the end of one long delivery (per code side)."""
+    prepare(folder, [steps])
+    sides: list[tuple[str, dict[str, str]]] = [("this code", {})]
+    if baseline:
+        sides.append((f"code of {baseline.name}", {"PYTHONPATH": str(baseline)}))
+    tenth = max(1, steps // 10)
+    print(f"2. Flat in length: one {steps}-step delivery, ms between consecutive steps")
+    print(f"{'':<22}{f'1-{tenth} median':>14}{f'{steps - tenth}-{steps} median':>18}{'change':>9}")
+    for label, env in sides:
+        gaps = _gaps(folder, steps, label.replace(" ", "-"), env)
+        first = statistics.median(gaps[: tenth - 1])
+        last = statistics.median(gaps[-tenth:])
+        growth = last / first - 1
+        verdict = "met" if abs(growth) <= 0.10 else "MISSED"
+        print(f"{label:<22}{first:>14.3f}{last:>18.3f}{growth:>+9.1%}  within 10%: {verdict}")
+
+
+def build_table(nodes: int, reps: int) -> None:
+    """Table 3: load + admit + compile of an N-node chain spec, per node (in this process).
+
+    Compile is the Host's (``host/langgraph/_compile.py``). The last column
+    compiles the same graph with each node's handler as a callable object and
+    ``input_schema`` given, which spares LangGraph's per-node bytecode scan of
+    closures and its type-hint inference: what the Host's compile could do.
+    """
+    sys.path.insert(0, str(ROOT))
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph import START, StateGraph
+
+    from execution_system import check_graph, parse_document, parse_graph
+    from host import OPERATIONS
+    from host.langgraph import _compile
+    from host.langgraph._state import ThreadState
+
+    class Handler:
+        def __init__(self, node_id: str) -> None:
+            self.node_id = node_id
+            self.__name__ = f"node_{node_id}"
+
+        async def __call__(self, state: dict[str, object], config: RunnableConfig) -> object:
+            # Only compiled here, never run; a Host version would call handle() as now.
+            return {}
+
+    def lean_compile(graph: object) -> object:
+        builder: object = StateGraph(ThreadState)
+        names = list(graph.nodes)  # type: ignore[attr-defined]
+        for node_id in names:
+            builder.add_node(node_id, Handler(node_id), input_schema=ThreadState)  # type: ignore[attr-defined]
+        builder.add_conditional_edges(START, _compile._route_start, names)  # type: ignore[attr-defined]
+        return builder.compile(checkpointer=None)  # type: ignore[attr-defined]
+
+    text = chain_spec(nodes).encode()
+    rows: dict[str, list[float]] = {}
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        document = parse_document(text, name="chain.yaml")
+        t1 = time.perf_counter()
+        graph = parse_graph(document)
+        check_graph(graph, frozenset(OPERATIONS))
+        t2 = time.perf_counter()
+        _compile.GraphCache(None)._compile(graph)
+        t3 = time.perf_counter()
+        lean_compile(graph)
+        t4 = time.perf_counter()
+        for key, spent in (
+            ("load", t1 - t0),
+            ("admit", t2 - t1),
+            ("compile", t3 - t2),
+            ("lean", t4 - t3),
+        ):
+            rows.setdefault(key, []).append(spent * 1000 / nodes)
+    med = {key: statistics.median(values) for key, values in rows.items()}
+    total = med["load"] + med["admit"] + med["compile"]
+    print(f"3. Graph build, {nodes}-node chain, ms per node (median of {reps})")
+    print(f"{'load':>8}{'admit':>8}{'compile':>9}{'total':>8}{'  compile, lean handlers':>25}")
+    print(
+        f"{med['load']:>8.4f}{med['admit']:>8.4f}{med['compile']:>9.4f}{total:>8.4f}"
+        f"{med['lean']:>25.4f}"
+    )
+    verdict = "met" if total <= 0.1 else "MISSED"
+    print(f"  target load + admit + compile <= 0.1 ms/node: {total:.3f} -> {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=textwrap.dedent(__doc__ or ""))
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--only", default="1,2,3")
+    parser.add_argument("--nodes", type=int, default=2000, help="graph size of table 3")
+    parser.add_argument("--small", type=int, default=40)
+    parser.add_argument("--large", type=int, default=240)
+    parser.add_argument("--long", type=int, default=1000)
+    parser.add_argument(
+        "--baseline", type=Path, help="a checkout of other code to run side by side (table 1)"
+    )
+    args = parser.parse_args()
+    only = {int(x) for x in args.only.split(",")}
+    with tempfile.TemporaryDirectory(prefix="default-path-") as tmp:
+        if 1 in only:
+            slope_table(Path(tmp) / "slope", args.reps, args.small, args.large, args.baseline)
+        if 2 in only:
+            flat_table(Path(tmp) / "flat", args.long, args.baseline)
+        if 3 in only:
+            build_table(args.nodes, args.reps)
+
+
+if __name__ == "__main__":
+    main()
