@@ -198,71 +198,6 @@ def _best_both(fn: Callable[[], object], reps: int = 3) -> tuple[float, float]:
     return min(walls), min(cpus)
 
 
-# --- before/after: the same measurement on another source tree, in a child process -------
-
-_CHILD = """
-import json, sys, time
-sys.path.insert(0, sys.argv[1])
-from host.journal import audit_bundle, verify_lines
-data = open(sys.argv[3], "rb").read()
-if sys.argv[2] == "verify":
-    lines = data.splitlines(keepends=True)
-    run = lambda: verify_lines(lines)
-else:
-    run = lambda: audit_bundle(data)
-walls, cpus = [], []
-for _ in range(3):
-    c0, w0 = time.process_time(), time.perf_counter()
-    run()
-    walls.append(time.perf_counter() - w0)
-    cpus.append(time.process_time() - c0)
-print(json.dumps([min(walls), min(cpus)]))
-"""
-
-
-def _tree(rev: str) -> Path:
-    """A checkout of ``rev`` (``git archive``) in a temporary folder."""
-    import subprocess
-
-    folder = Path(tempfile.mkdtemp(prefix="journal-bench-tree-"))
-    root = Path(__file__).resolve().parents[1]
-    archive = subprocess.run(
-        ["git", "-C", str(root), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
-
-
-def _in_tree(tree: Path, what: str, data: bytes) -> tuple[float, float]:
-    """``(wall, cpu)`` best of three of ``what`` (verify or audit) on ``data`` in ``tree``."""
-    import subprocess
-
-    with tempfile.NamedTemporaryFile(suffix=".bin") as file:
-        file.write(data)
-        file.flush()
-        out = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(tree), what, file.name],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-    wall, cpu = json.loads(out)
-    return float(wall), float(cpu)
-
-
-def before_after(what: str, data: bytes, rev: str, events: int, rounds: int = 3) -> None:
-    """Time ``what`` on ``data`` in ``rev`` and in this tree, alternating child processes."""
-    trees = {rev: _tree(rev), "this tree": Path(__file__).resolve().parents[1]}
-    best: dict[str, list[float]] = {name: [1e9, 1e9] for name in trees}
-    for _ in range(rounds):
-        for name, tree in trees.items():
-            wall, cpu = _in_tree(tree, what, data)
-            best[name] = [min(best[name][0], wall), min(best[name][1], cpu)]
-    for name, (wall, cpu) in best.items():
-        label = f"  {what} in {name}"
-        print(f"{label:<44}{events / wall:>14,.0f}{events / cpu:>14,.0f}")
-
-
 def bench_verify(n_events: int, before: str | None = None) -> None:
     started = time.perf_counter()
     journal = build(n_events)
@@ -296,6 +231,8 @@ def bench_verify(n_events: int, before: str | None = None) -> None:
     print(f"  verify / floor: {floor_s / verify_s:.2f} (wall), {floor_cpu / verify_cpu:.2f} (CPU)")
     print(f"  verify target >= 300,000 events/s: {'met' if rate >= 300_000 else 'MISSED'}")
     if before is not None:
+        from _journal_compare import before_after
+
         print(f"{'before/after (child processes)':<58}{'events/s':>14}{'CPU ev/s':>14}")
         before_after("verify", b"".join(lines), before, events)
 
@@ -305,6 +242,7 @@ def bench_verify(n_events: int, before: str | None = None) -> None:
 
 def bench_audit(n_events: int, before: str | None = None) -> None:
     from _audit_support import build_bundle_parts
+    from _journal_compare import before_after
 
     from host.journal import audit_bundle, encode_bundle, parse_bundle
 
