@@ -45,6 +45,10 @@ NOT_RUNNABLE = FINISHED | NEEDS_DIRECTIVE
 """An answer or a resolution is refused."""
 RETIRABLE = FINISHED | {_S.STOPPED}
 """Retirement is allowed."""
+AT_REST = frozenset({_S.SUSPENDED, _S.WAITING})
+"""Stopped at a suspension or a wait: the status row, checkpoint, journal and custody
+savepoint that put it there committed together, and nothing moves custody until an
+answer or a resolution first commits ``running``."""
 
 
 @unique

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts import DeliveryId, ExecsysError
-from contracts._status import DeliveryStatus
+from contracts._status import AT_REST, DeliveryStatus
 from host._core import HostCore
 from host._stop import NOT_STOPPABLE
 
@@ -66,7 +66,10 @@ def needs_directive(host: HostCore) -> list[dict[str, Any]]:
             reasons.append(detail.get("message") or "intervention required")
         if status == DeliveryStatus.STOPPED:
             reasons.append("stopped by an operator")
-        if status not in NOT_STOPPABLE:
+        if status not in NOT_STOPPABLE and status not in AT_REST:
+            # At rest, the heads were committed together and cannot have drifted
+            # (``inspect`` still compares them); checking 10,000 resting
+            # deliveries one by one would make every listing slow.
             reasons.extend(consistency(host, delivery))
         if reasons:
             listed.append({"delivery": delivery, "status": status, "reasons": reasons})
