@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         _graph,
         _journal,
         _operator,
+        _store,
         _web,
     )
 
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     _goal.register(commands)
     _demo.register(commands)
     _web.register(commands)
+    _store.register(commands)
     return parser
 
 

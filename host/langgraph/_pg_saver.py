@@ -1,0 +1,188 @@
+"""LangGraph's AsyncPostgresSaver, with the Host's rows and the fencing check in its transaction.
+
+The stock ``aput`` sends the blob upserts and the checkpoint upsert in one
+pipeline on an autocommit connection and offers no hook for more rows. Here
+``aput`` checks out ONE connection of the pool, opens one transaction, checks
+the writer's fencing token (``FOR SHARE`` on the lease row), writes the
+checkpoint exactly as the stock saver does, then lets ``on_put`` add the rows
+that must commit with it (journal lines, status row, records). Any failure,
+including a refused token or a connection killed mid-way, rolls all of it back.
+
+Ordinary task writes are not stored (the checkpoint carries their effect,
+docs/decisions/0008-no-separate-task-writes.md); errors, interrupts and the
+other special writes are, fenced like ``aput``.
+
+Relies on private parts of langgraph-checkpoint-postgres 3.2.x (hence the pin
+in pyproject.toml): the class attributes ``UPSERT_CHECKPOINT_BLOBS_SQL``,
+``UPSERT_CHECKPOINTS_SQL``, ``UPSERT_CHECKPOINT_WRITES_SQL``, ``MIGRATIONS``,
+the methods ``_dump_blobs``, ``_dump_writes`` and ``_cursor``, and the
+``_DeltaSnapshot`` marker type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from contracts import ErrorCode, error
+from host.postgres import check_token
+
+PutHook = Callable[
+    [psycopg.AsyncCursor[DictRow], str, Checkpoint, CheckpointMetadata, ChannelVersions],
+    Awaitable[None],
+]
+"""Adds rows to a checkpoint's transaction: (cursor, thread id, checkpoint, metadata, versions)."""
+
+
+class FencedPostgresSaver(AsyncPostgresSaver):
+    """AsyncPostgresSaver whose writes are fenced and carry the Host's rows atomically."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]],
+        on_put: PutHook | None = None,
+    ) -> None:
+        super().__init__(pool)
+        self.pool = pool
+        self.on_put = on_put
+        self.tokens: dict[str, int] = {}
+        """delivery -> the fencing token this process holds; a write without one is refused."""
+
+    @asynccontextmanager
+    async def _cursor(
+        self, *, pipeline: bool = False
+    ) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
+        # The stock saver serializes every call under one lock, needed for a single
+        # shared connection; each call here has a pool connection of its own.
+        async with (
+            self.pool.connection() as conn,
+            conn.cursor(binary=True, row_factory=dict_row) as cur,
+        ):
+            yield cur
+
+    @asynccontextmanager
+    async def _transaction(self, thread_id: str) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
+        async with (
+            self.pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor(binary=True, row_factory=dict_row) as cur,
+        ):
+            await check_token(cur, thread_id, self.tokens.get(thread_id))
+            yield cur
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Write the checkpoint, and what ``on_put`` adds, in one fenced transaction."""
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        checkpoint_ns = str(configurable.get("checkpoint_ns", ""))
+        parent = configurable.get("checkpoint_id")
+        copy = checkpoint.copy()
+        copy["channel_values"] = dict(copy["channel_values"])
+        blobs: dict[str, Any] = {}
+        for key, value in checkpoint["channel_values"].items():
+            # Same split as the stock saver: primitives inline, everything else a blob.
+            if isinstance(value, _DeltaSnapshot):
+                blobs[key] = copy["channel_values"].pop(key)
+                copy["channel_values"][key] = True
+            elif not (value is None or isinstance(value, str | int | float | bool)):
+                blobs[key] = copy["channel_values"].pop(key)
+        versions = {k: v for k, v in new_versions.items() if k in blobs}
+        rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, versions) if versions else []
+        async with self._transaction(thread_id) as cur:
+            if rows:
+                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, rows)
+            await cur.execute(
+                self.UPSERT_CHECKPOINTS_SQL,
+                (
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint["id"],
+                    parent,
+                    Jsonb(copy),
+                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
+                ),
+            )
+            if self.on_put is not None and checkpoint_ns == "":
+                await self.on_put(cur, thread_id, checkpoint, metadata, new_versions)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's special writes (errors, interrupts), fenced like ``aput``."""
+        special = [w for w in writes if w[0] in WRITES_IDX_MAP]
+        if not special:
+            return
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        params = self._dump_writes(
+            thread_id,
+            str(configurable["checkpoint_ns"]),
+            str(configurable["checkpoint_id"]),
+            task_id,
+            task_path,
+            special,
+        )
+        async with self._transaction(thread_id) as cur:
+            await cur.executemany(self.UPSERT_CHECKPOINT_WRITES_SQL, params)
+
+
+def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:
+    """Apply LangGraph's checkpoint migrations inside the caller's transaction.
+
+    The library's own ``setup()`` runs them one by one outside any transaction
+    (it builds indexes ``CONCURRENTLY``); two runners migrating at once then race
+    on its version table, and a concurrent build can wait forever on the other
+    migrator's lock. Here the same statements run without ``CONCURRENTLY``, under
+    the Host's schema lock, recorded in the library's ``checkpoint_migrations``
+    exactly as ``setup()`` records them, so a later ``setup()`` finds nothing to do.
+    A store that a newer library migrated is refused: this release would misread it.
+    """
+    migrations = PostgresSaver.MIGRATIONS
+    conn.execute(migrations[0].encode())
+    row = conn.execute("SELECT max(v) AS v FROM checkpoint_migrations").fetchone()
+    done = int(row["v"]) if row and row["v"] is not None else -1
+    if done >= len(migrations):
+        raise error(
+            ErrorCode.STORE_SCHEMA_NEWER,
+            f"the checkpoint tables are at migration {done}, newer than this "
+            f"release's {len(migrations) - 1}",
+            path="checkpoint_migrations",
+            expected="an execsys release with the same or a newer checkpoint library",
+        )
+    for version in range(done + 1, len(migrations)):
+        conn.execute(migrations[version].replace("CONCURRENTLY ", "").encode())
+        conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version,))

@@ -1,0 +1,49 @@
+"""PostgreSQL for the tests: one fresh database per test, on the server EXECSYS_TEST_POSTGRES names.
+
+``EXECSYS_TEST_POSTGRES`` is a URL to a database the tests may connect to and
+use to create (and drop) databases, e.g. ``postgresql://root@localhost:5432/execsys_test``
+(see the README). Unset, every test here is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+SERVER = os.environ.get("EXECSYS_TEST_POSTGRES", "")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.postgres)
+            if not SERVER:
+                item.add_marker(pytest.mark.skip(reason="EXECSYS_TEST_POSTGRES is not set"))
+
+
+def database_url(name: str) -> str:
+    """The server's URL with another database name."""
+    parts = urlsplit(SERVER)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def admin(sql: str) -> None:
+    with psycopg.connect(SERVER, autocommit=True) as conn:
+        conn.execute(sql.encode())
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A new, empty database for this test; dropped afterwards."""
+    name = f"execsys_t_{uuid.uuid4().hex[:12]}"
+    admin(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    try:
+        yield database_url(name)
+    finally:
+        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
