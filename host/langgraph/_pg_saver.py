@@ -5,8 +5,9 @@ pipeline on an autocommit connection and offers no hook for more rows. Here
 ``aput`` checks out ONE connection of the pool, opens one transaction, checks
 the writer's fencing token (``FOR SHARE`` on the lease row), writes the
 checkpoint exactly as the stock saver does, then lets ``on_put`` add the rows
-that must commit with it (journal lines, status row, records). Any failure,
-including a refused token or a connection killed mid-way, rolls all of it back.
+that must commit with it (journal lines, status row, records), all in one
+pipeline. Any failure, including a refused token or a connection killed
+mid-way, rolls all of it back.
 
 Ordinary task writes are not stored (the checkpoint carries their effect,
 docs/decisions/0008-no-separate-task-writes.md); errors, interrupts and the
@@ -42,7 +43,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from contracts import ErrorCode, error
-from host.postgres import check_token
+from host.postgres import LEASE_FOR_SHARE, fenced
 
 PutHook = Callable[
     [psycopg.AsyncCursor[DictRow], str, Checkpoint, CheckpointMetadata, ChannelVersions],
@@ -79,13 +80,26 @@ class FencedPostgresSaver(AsyncPostgresSaver):
 
     @asynccontextmanager
     async def _transaction(self, thread_id: str) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
+        """One fenced write transaction, sent as a pipeline (one round trip, not seven).
+
+        The lease row is locked ``FOR SHARE`` by the first statement, before any write;
+        its token is compared once the writes are queued, and a mismatch raises before
+        the commit, so the whole transaction rolls back.
+        """
         async with (
             self.pool.connection() as conn,
+            conn.pipeline(),
             conn.transaction(),
             conn.cursor(binary=True, row_factory=dict_row) as cur,
+            conn.cursor(row_factory=dict_row) as fence,
         ):
-            await check_token(cur, thread_id, self.tokens.get(thread_id))
+            await fence.execute(LEASE_FOR_SHARE, (thread_id,))
             yield cur
+            row = await fence.fetchone()
+            found = int(row["token"]) if row else None
+            token = self.tokens.get(thread_id)
+            if token is None or found != token:
+                raise fenced(thread_id, found)
 
     async def aput(
         self,

@@ -7,7 +7,15 @@ writes these rows in the checkpoint's transaction lives in ``host.langgraph``.
 """
 
 from host.postgres._connect import aconnect, connect, connect_error, is_postgres, shown
-from host.postgres._leases import check_token, check_token_sync, fenced, grant, release, renew
+from host.postgres._leases import (
+    LEASE_FOR_SHARE,
+    check_token,
+    check_token_sync,
+    fenced,
+    grant,
+    release,
+    renew,
+)
 from host.postgres._migrations import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -18,6 +26,7 @@ from host.postgres._migrations import (
 )
 
 __all__ = [
+    "LEASE_FOR_SHARE",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Migration",

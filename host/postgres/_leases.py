@@ -45,6 +45,10 @@ WHERE delivery = %(delivery)s AND token = %(token)s
 """
 
 
+LEASE_FOR_SHARE = "SELECT token FROM execsys_leases WHERE delivery = %s FOR SHARE"
+"""The fencing read every write transaction starts with (parameter: the delivery)."""
+
+
 def fenced(delivery: str, found: object) -> ExecsysError:
     """The error of a write whose writer no longer holds the delivery's lease."""
     return error(
@@ -101,7 +105,7 @@ async def check_token(cur: psycopg.AsyncCursor[DictRow], delivery: str, token: i
 
 def check_token_sync(cur: psycopg.Cursor[DictRow], delivery: str, token: int | None) -> None:
     """:func:`check_token` for a synchronous transaction."""
-    cur.execute("SELECT token FROM execsys_leases WHERE delivery = %s FOR SHARE", (delivery,))
+    cur.execute(LEASE_FOR_SHARE, (delivery,))
     row = cur.fetchone()
     found = int(row["token"]) if row else None
     if token is None or found != token:
