@@ -31,8 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from host.langgraph._lease import LeaseManager, holder_name  # noqa: E402
-from host.langgraph._store import Store, connect  # noqa: E402
+from host._lease import LeaseManager, holder_name  # noqa: E402
+from host.storage.sqlite import SqliteStorage as Store  # noqa: E402
+from host.storage.sqlite import connect  # noqa: E402
 from tests.host import test_lease_expiry as scenes  # noqa: E402
 
 

@@ -8,7 +8,16 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "name", ["contracts", "host", "host.journal", "runner", "execution_system"]
+    "name",
+    [
+        "contracts",
+        "host",
+        "host.journal",
+        "host.storage",
+        "host.storage.sqlite",
+        "runner",
+        "execution_system",
+    ],
 )
 def test_all_names_resolve_and_nothing_public_is_unlisted(name: str) -> None:
     module = importlib.import_module(name)

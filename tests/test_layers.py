@@ -51,6 +51,12 @@ def test_the_real_tree_keeps_its_contracts(tmp_path: Path) -> None:
             "import host.langgraph\n",
             "never reaches into host.langgraph",
         ),
+        ("host/_bad.py", "import sqlite3\n", "no LangGraph, no database driver"),
+        ("host/_bad.py", "import psycopg\n", "no LangGraph, no database driver"),
+        ("host/storage/_bad.py", "import sqlite3\n", "no LangGraph, no database driver"),
+        ("host/storage/_bad.py", "import langgraph.graph\n", "LangGraph"),
+        ("host/storage/sqlite/_bad.py", "import langgraph\n", "LangGraph"),
+        ("host/journal/_bad.py", "from sqlite3 import connect\n", "no database driver"),
     ],
 )
 def test_a_bad_import_breaks_a_contract(

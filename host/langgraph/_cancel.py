@@ -60,11 +60,11 @@ async def cancel(host: LangGraphHost, delivery_id: str, actor: str, reason: str)
 
 def _cancel_row(host: LangGraphHost, delivery_id: str, message: str) -> None:
     """No checkpoint yet (killed before its first step): nothing ran, only the status moves."""
-    row = host.store.delivery_row(delivery_id)
+    row = host.store.delivery(delivery_id)
     assert row is not None
-    with host.leases.transaction(delivery_id) as cur:
-        host.store.set_status(
-            cur, delivery_id, "cancelled", "CANCELLED", {**row["detail"], "message": message}, None
+    with host.leases.transaction(delivery_id) as tx:
+        tx.set_status(
+            delivery_id, "cancelled", "CANCELLED", {**row["detail"], "message": message}, None
         )
 
 

@@ -25,21 +25,21 @@ from contracts import (
 )
 from contracts._invocation import Invoker
 from contracts._status import StatusReport
+from host._journal_book import JournalBook
+from host._lease import FencedCustody, LeaseManager, fenced, holder_name
 from host._operations import Operation
 from host._resumes import check_resolution, match_correlation
-from host.langgraph import _operator
-from host.langgraph._context import DeliveryContext, StepWriter
-from host.langgraph._journal_book import JournalBook
-from host.langgraph._lease import FencedCustody, LeaseManager, fenced, holder_name
-from host.langgraph._store import Store, connect
-from host.langgraph._views import (
+from host._views import (
     ORPHANED_DIRECTIVES,
     derive_status,
     inspect_report,
     list_report,
     status_report,
 )
-from host.langgraph._views import _iso as iso_time
+from host._views import _iso as iso_time
+from host.langgraph import _operator
+from host.langgraph._context import DeliveryContext, StepWriter
+from host.storage.sqlite import SqliteStorage
 
 RECURSION_LIMIT = 1_000_000
 """LangGraph's super-step bound; cycles are bounded by max_visits instead."""
@@ -88,7 +88,7 @@ class LangGraphHost:
     ) -> None:
         self.store_path = store_path
         self.data_dir = data_dir
-        self.store = Store(connect(store_path, readonly=read_only))
+        self.store = SqliteStorage.open(store_path, readonly=read_only)
         if not read_only:
             self.store.setup()
         self.custody = custody
@@ -154,7 +154,7 @@ class LangGraphHost:
             )
 
     def _delivery(self, delivery_id: str) -> AdmittedDelivery:
-        row = self.store.delivery_row(delivery_id)
+        row = self.store.delivery(delivery_id)
         if row is None:
             raise error(
                 ErrorCode.DELIVERY_NOT_FOUND,
@@ -182,7 +182,7 @@ class LangGraphHost:
         """Admit ``delivery`` into the store and run it to its next stop."""
         did = delivery.delivery_id
         async with self._lock(did):
-            if self.store.delivery_row(did) is not None:
+            if self.store.delivery(did) is not None:
                 raise error(
                     ErrorCode.DELIVERY_EXISTS,
                     "this delivery was already started",
@@ -192,16 +192,15 @@ class LangGraphHost:
             token = self.leases.acquire(did)
             try:
                 head = await asyncio.to_thread(self.custody.open, delivery.delivery_id, seed)
-                with self.leases.transaction(did) as cur:
-                    self.store.insert_delivery(
-                        cur,
+                with self.leases.transaction(did) as tx:
+                    tx.insert_delivery(
                         did,
                         delivery.graph.graph,
                         delivery.graph_digest,
                         delivery.digest,
                         canonical_bytes(delivery.model_dump(mode="json")),
                     )
-                    self.journals.create(cur, delivery, created_by)
+                    self.journals.create(tx, delivery, created_by)
                 ctx = self._context(delivery)
                 await self._drive(delivery, first_input(delivery, head, ctx), token, ctx)
             finally:
@@ -319,16 +318,13 @@ class LangGraphHost:
 
     def inspect(self, delivery_id: str) -> dict[str, Any]:
         """Status, node states and attempts, heads, and the directives possible now."""
-        row = self.store.delivery_row(delivery_id)
+        row = self.store.delivery(delivery_id)
         if row is not None and row["status"] == "retired":
-            facts = self.store.read(
-                "SELECT fact FROM execsys_retirements WHERE delivery = ?", (delivery_id,)
-            )
             report = status_report(self.store, delivery_id).public()
             return {
                 **report,
                 "graph": row["graph"],
-                "retirement": json.loads(facts[0][0]) if facts else None,
+                "retirement": self.store.retirement_fact(delivery_id),
                 "directives": [],
             }
         report = inspect_report(self.store, delivery_id)
@@ -359,13 +355,13 @@ class LangGraphHost:
 
     def journal_lines(self, delivery_id: str) -> list[bytes]:
         """The delivery's stored journal: header line, then events by ordinal."""
-        if self.store.delivery_row(delivery_id) is None:
+        if self.store.delivery(delivery_id) is None:
             raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
         return self.store.journal_lines(delivery_id)
 
     def delivery_document(self, delivery_id: str) -> dict[str, Any]:
         """The admitted delivery's stored document (retired deliveries keep theirs)."""
-        row = self.store.delivery_row(delivery_id)
+        row = self.store.delivery(delivery_id)
         if row is None:
             raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
         document: dict[str, Any] = json.loads(row["document"])
@@ -396,8 +392,7 @@ class LangGraphHost:
     def close(self) -> None:
         """Release leases and close the store."""
         self.leases.close()
-        with self.store.lock:
-            self.store.conn.close()
+        self.store.close()
 
     # --- internals ------------------------------------------------------------------------
 
@@ -492,12 +487,11 @@ class LangGraphHost:
             run.cancel()
 
     def _mark_intervention(self, delivery_id: str, message: str) -> None:
-        row = self.store.delivery_row(delivery_id)
+        row = self.store.delivery(delivery_id)
         if row is None:
             return
-        with self.leases.transaction(delivery_id) as cur:
-            self.store.set_status(
-                cur,
+        with self.leases.transaction(delivery_id) as tx:
+            tx.set_status(
                 delivery_id,
                 "intervention",
                 ErrorCode.INTERVENTION_REQUIRED.value,

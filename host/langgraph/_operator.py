@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from contracts import AdmittedDelivery, ErrorCode, ExecsysError, ParallelNode, error
 from contracts._status import StatusReport
 from host.langgraph._interrupted import interrupted_attempts, reap_interrupted, redispatch
+from host.storage import StorageTx
 
 if TYPE_CHECKING:
     from host.langgraph._host import LangGraphHost
@@ -44,12 +45,9 @@ async def stop(
     if report.status.value == "stopped":
         return report
     # A request, not a holder's write: whoever holds the lease honours it (unfenced).
-    with host.store.transaction() as cur:
-        cur.execute(
-            "INSERT OR REPLACE INTO execsys_stops (delivery, requested, actor) VALUES (?, ?, ?)",
-            # The actor column holds who and why (JSON); older rows hold the name alone.
-            (delivery_id, time.time(), json.dumps({"actor": actor, "reason": reason})),
-        )
+    with host.store.transaction() as tx:
+        # The actor text holds who and why (JSON); older rows hold the name alone.
+        tx.request_stop(delivery_id, time.time(), json.dumps({"actor": actor, "reason": reason}))
     active = host._active.get(delivery_id)
     if active is not None:  # driven by this process: signal it directly
         active.stop_request = {"actor": actor, "reason": reason}
@@ -93,14 +91,12 @@ def _stop_undriven(
 
 
 def _mark_stopped(host: LangGraphHost, delivery_id: str, message: str) -> None:
-    row = host.store.delivery_row(delivery_id)
+    row = host.store.delivery(delivery_id)
     assert row is not None
     detail = {**row["detail"], "message": message, "stopped_from": row["status"]}
-    with host.leases.transaction(delivery_id) as cur:
-        host.store.set_status(
-            cur, delivery_id, "stopped", ErrorCode.STOP_REQUESTED.value, detail, None
-        )
-        cur.execute("DELETE FROM execsys_stops WHERE delivery = ?", (delivery_id,))
+    with host.leases.transaction(delivery_id) as tx:
+        tx.set_status(delivery_id, "stopped", ErrorCode.STOP_REQUESTED.value, detail, None)
+        tx.clear_stop(delivery_id)
 
 
 async def _await_stopped(host: LangGraphHost, delivery_id: str, wait_s: float) -> StatusReport:
@@ -115,22 +111,22 @@ async def _await_stopped(host: LangGraphHost, delivery_id: str, wait_s: float) -
 
 def stop_request(host: LangGraphHost, delivery_id: str) -> dict[str, str] | None:
     """Who asked this delivery to stop and why, if anyone did (checked by its runner)."""
-    rows = host.store.read("SELECT actor FROM execsys_stops WHERE delivery = ?", (delivery_id,))
-    if not rows:
+    raw = host.store.stop_request(delivery_id)
+    if raw is None:
         return None
     try:
-        found = json.loads(rows[0][0])
+        found = json.loads(raw)
     except (TypeError, ValueError):
         found = None
     if not isinstance(found, dict):
-        return {"actor": str(rows[0][0]), "reason": ""}
+        return {"actor": raw, "reason": ""}
     return {"actor": str(found.get("actor", "")), "reason": str(found.get("reason", ""))}
 
 
 def clear_stop(host: LangGraphHost, delivery_id: str) -> None:
     """Forget a stop request (it was honoured, or a directive overrides it)."""
-    with host.leases.transaction(delivery_id) as cur:
-        cur.execute("DELETE FROM execsys_stops WHERE delivery = ?", (delivery_id,))
+    with host.leases.transaction(delivery_id) as tx:
+        tx.clear_stop(delivery_id)
 
 
 def custody_head(host: LangGraphHost, delivery_id: str) -> str | None:
@@ -143,7 +139,7 @@ def custody_head(host: LangGraphHost, delivery_id: str) -> str | None:
 
 def consistency(host: LangGraphHost, delivery_id: str) -> list[str]:
     """Disagreements between checkpoint, journal and custody, each read on its own."""
-    row = host.store.delivery_row(delivery_id)
+    row = host.store.delivery(delivery_id)
     if row is None or row["status"] == "retired":
         return []
     problems: list[str] = []
@@ -167,7 +163,7 @@ def consistency(host: LangGraphHost, delivery_id: str) -> list[str]:
 def needs_directive(host: LangGraphHost) -> list[dict[str, Any]]:
     """Deliveries that only a directive can move, and why (startup dispatches nothing)."""
     listed = []
-    for row in host.store.list_deliveries():
+    for row in host.store.deliveries():
         delivery, status = row["delivery"], row["status"]
         reasons = []
         lease = host.leases.state(delivery)["state"] if status == "running" else "held"
@@ -176,7 +172,8 @@ def needs_directive(host: LangGraphHost) -> list[dict[str, Any]]:
         elif lease != "held":
             reasons.append(ORPHANED)
         if status == "intervention":
-            detail = (host.store.delivery_row(delivery) or {}).get("detail", {})
+            stored = host.store.delivery(delivery)
+            detail = stored["detail"] if stored is not None else {}
             reasons.append(detail.get("message") or "intervention required")
         if status == "stopped":
             reasons.append("stopped by an operator")
@@ -273,7 +270,7 @@ async def _continue(
     from host.langgraph._host import first_input
 
     did = delivery.delivery_id
-    row = host.store.delivery_row(did)
+    row = host.store.delivery(did)
     assert row is not None
     if row["status"] in _NOT_STOPPABLE:
         raise error(
@@ -404,11 +401,8 @@ async def retire(
 async def _retire_locked(
     host: LangGraphHost, delivery_id: str, authorization: str, actor: str
 ) -> dict[str, Any]:
-    with host.leases.transaction(delivery_id) as cur:
-        known = cur.execute(
-            "SELECT authorization, fact FROM execsys_retirements WHERE delivery = ?",
-            (delivery_id,),
-        ).fetchone()
+    with host.leases.transaction(delivery_id) as tx:
+        known = tx.retirement(delivery_id)
         if known is not None:
             if known[0] != authorization:
                 raise error(
@@ -417,9 +411,9 @@ async def _retire_locked(
                     path=delivery_id,
                     expected="the authorization it was retired with",
                 )
-            fact, performed = json.loads(known[1]), False
+            fact, performed = known[1], False
         else:
-            fact, performed = _retire_rows(cur, delivery_id, authorization, actor), True
+            fact, performed = _retire_rows(tx, delivery_id, authorization, actor), True
     # Files after the durable fact: a crash here leaves only garbage that a retry
     # with the same authorization removes (custody retirement is idempotent).
     with contextlib.suppress(ExecsysError):
@@ -427,16 +421,13 @@ async def _retire_locked(
     return {**fact, "performed": performed}
 
 
-def _retire_rows(cur: Any, delivery_id: str, authorization: str, actor: str) -> dict[str, Any]:
+def _retire_rows(tx: StorageTx, delivery_id: str, authorization: str, actor: str) -> dict[str, Any]:
     from contracts import digest_of
 
-    row = cur.execute(
-        "SELECT status, digest, graph_digest FROM execsys_deliveries WHERE delivery = ?",
-        (delivery_id,),
-    ).fetchone()
+    row = tx.delivery(delivery_id)
     if row is None:
         raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
-    status, digest, graph = row
+    status, digest, graph = row["status"], row["digest"], row["graph_digest"]
     if status not in {"completed", "failed", "cancelled", "stopped"}:
         raise error(
             ErrorCode.RETIRE_NOT_APPLICABLE,
@@ -444,11 +435,7 @@ def _retire_rows(cur: Any, delivery_id: str, authorization: str, actor: str) -> 
             path=delivery_id,
             expected="a terminal or stopped delivery",
         )
-    head = cur.execute(
-        "SELECT digest, ordinal FROM execsys_journal WHERE delivery = ? "
-        "ORDER BY ordinal DESC LIMIT 1",
-        (delivery_id,),
-    ).fetchone()
+    head_digest, events = tx.journal_head(delivery_id)
     fact = {
         "delivery": delivery_id,
         "thread": delivery_id,
@@ -457,29 +444,11 @@ def _retire_rows(cur: Any, delivery_id: str, authorization: str, actor: str) -> 
         "status": status,
         "authorization": authorization,
         "actor": actor,
-        "journal": {"head": head[0] if head else None, "events": head[1] if head else 0},
+        "journal": {"head": head_digest, "events": events},
         "retired_at": time.time(),
     }
     fact["fact"] = digest_of({k: v for k, v in fact.items() if k != "retired_at"})
-    cur.execute("DELETE FROM checkpoints WHERE thread_id = ?", (delivery_id,))
-    cur.execute("DELETE FROM writes WHERE thread_id = ?", (delivery_id,))
-    cur.execute("DELETE FROM execsys_checkpoints WHERE delivery = ?", (delivery_id,))
-    cur.execute(
-        "DELETE FROM execsys_records WHERE digest IN (SELECT digest FROM execsys_record_refs "
-        "WHERE delivery = ?) AND digest NOT IN (SELECT digest FROM execsys_record_refs "
-        "WHERE delivery != ?)",
-        (delivery_id, delivery_id),
-    )
-    cur.execute("DELETE FROM execsys_record_refs WHERE delivery = ?", (delivery_id,))
-    cur.execute(
-        "INSERT INTO execsys_retirements (delivery, authorization, fact) VALUES (?, ?, ?)",
-        (delivery_id, authorization, json.dumps(fact, sort_keys=True)),
-    )
-    cur.execute(
-        "UPDATE execsys_deliveries SET status = 'retired', outcome = ?, updated = ? "
-        "WHERE delivery = ?",
-        (status, time.time(), delivery_id),
-    )
+    tx.retire(delivery_id, authorization, fact, status)
     return fact
 
 

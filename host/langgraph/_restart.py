@@ -40,7 +40,7 @@ async def restart_from_savepoint(
 ) -> None:
     """Apply the directive; see the module docstring."""
     did = delivery.delivery_id
-    row = host.store.delivery_row(did)
+    row = host.store.delivery(did)
     assert row is not None
     if row["status"] in {"completed", "cancelled"}:
         raise error(
@@ -69,9 +69,8 @@ async def restart_from_savepoint(
         message = f"restore of savepoint {savepoint} is uncertain: " + ", ".join(
             restored.differences[:3]
         )
-        with host.leases.transaction(did) as cur:
-            host.store.set_status(
-                cur,
+        with host.leases.transaction(did) as tx:
+            tx.set_status(
                 did,
                 "intervention",
                 ErrorCode.CUSTODY_RESTORE_UNCERTAIN.value,
@@ -166,11 +165,7 @@ async def restart_from_savepoint(
 
 
 def _events_at(host: LangGraphHost, delivery: str, checkpoint: str) -> int:
-    rows = host.store.read(
-        "SELECT events FROM execsys_checkpoints WHERE delivery = ? AND checkpoint = ?",
-        (delivery, checkpoint),
-    )
-    return int(rows[0][0]) if rows else 0
+    return host.store.checkpoint_events(delivery, checkpoint)
 
 
 def _forked_state(

@@ -1,9 +1,10 @@
 """The checkpointer: LangGraph's SqliteSaver, plus everything that must commit with it.
 
-``put`` writes, in ONE SQLite transaction: the checkpoint; the records the
-step produced; the step's journal events (chained onto the stored head and
-checked against the journal's rules); the delivery's derived status; and a
-check of the writer's fencing token. Either all of it is durable or none of it
+``put`` writes, in ONE SQLite transaction: the checkpoint, a check of the
+writer's fencing token, and the Host's rows of the step
+(:func:`host._step_rows.write_step_rows`: records, journal events, derived
+status). The statements themselves belong to the SQLite backend
+(``host.storage.sqlite``). Either all of it is durable or none of it
 is, which is what lets ``inspect`` promise that checkpoint and journal agree.
 
 The stock saver commits even when its body raises and offers no async
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,14 +29,13 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from contracts import canonical_bytes
 from host import _faults
+from host._journal_book import JournalBook
+from host._lease import check_token
+from host._step_rows import StatusDeriver, write_step_rows
 from host.langgraph._async_saver import SyncBackedSaver
-from host.langgraph._journal_book import JournalBook
-from host.langgraph._lease import check_token
-from host.langgraph._store import Store
-
-StatusDeriver = Callable[[dict[str, Any], bool], tuple[str, str | None, dict[str, Any]]]
+from host.storage import StorageTx
+from host.storage.sqlite import SqliteStorage
 
 
 class HostSaver(SyncBackedSaver):
@@ -43,7 +43,7 @@ class HostSaver(SyncBackedSaver):
 
     def __init__(
         self,
-        store: Store,
+        store: SqliteStorage,
         journals: JournalBook,
         derive_status: StatusDeriver,
     ) -> None:
@@ -59,24 +59,9 @@ class HostSaver(SyncBackedSaver):
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[Any]:
         """Like the stock cursor, but a failing body rolls back instead of committing."""
-        with self.lock:
-            self.setup()
-            cur = self.conn.cursor()
-            try:
-                if transaction:
-                    # Take the write lock up front: a deferred transaction that
-                    # upgrades later can fail at once under another writer.
-                    cur.execute("BEGIN IMMEDIATE")
-                yield cur
-            except BaseException:
-                if transaction:
-                    self.conn.rollback()
-                raise
-            else:
-                if transaction:
-                    self.conn.commit()
-            finally:
-                cur.close()
+        self.setup()
+        with self.store.saver_cursor(transaction) as cur:
+            yield cur
 
     def put(
         self,
@@ -98,42 +83,27 @@ class HostSaver(SyncBackedSaver):
         more = metadata.get("source") == "input" or any(
             str(ch).startswith("branch:to:") for ch in values
         )
-        with self.cursor() as cur:
-            self._fence(cur, thread_id)
-            cur.execute(
-                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-                "parent_checkpoint_id, type, checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    thread_id,
-                    checkpoint_ns,
-                    checkpoint["id"],
-                    config["configurable"].get("checkpoint_id"),
-                    type_,
-                    blob,
-                    meta,
-                ),
+        with self.store.transaction() as tx:
+            self._fence(tx, thread_id)
+            tx.put_checkpoint(
+                thread_id,
+                checkpoint_ns,
+                checkpoint["id"],
+                config["configurable"].get("checkpoint_id"),
+                type_,
+                blob,
+                meta,
             )
             if checkpoint_ns == "":
-                drafts = []
-                for item in outbox or ():
-                    if item.get("type") == "record":
-                        self.store.put_record(cur, item["digest"], canonical_bytes(item["value"]))
-                    elif item.get("type") in {"event", "invalidate"}:
-                        drafts.append(item)
-                    if item.get("type") == "record":
-                        self.store.put_record_ref(cur, thread_id, item["digest"])
-                journal = (
-                    self.journals.append(cur, thread_id, drafts)
-                    if drafts
-                    else self.journals.journal(thread_id, cur)
-                )
-                status, outcome, detail = self.derive_status(values, more)
-                # What this checkpoint embodies, recorded with it: the journal head it
-                # was committed with and the custody savepoint it expects.
-                detail["journal"] = {"head": journal.head, "events": len(journal)}
-                self.store.set_status(cur, thread_id, status, outcome, detail, checkpoint["id"])
-                self.store.index_checkpoint(
-                    cur, thread_id, checkpoint["id"], detail.get("savepoint"), len(journal)
+                write_step_rows(
+                    tx,
+                    self.journals,
+                    self.derive_status,
+                    thread_id,
+                    checkpoint["id"],
+                    values,
+                    outbox,
+                    more,
                 )
             _faults.boundary("put", "before")
         _faults.boundary("put", "after")
@@ -166,12 +136,9 @@ class HostSaver(SyncBackedSaver):
             _faults.boundary("put_writes", "before")
             _faults.boundary("put_writes", "after")
             return
-        verb = "INSERT OR REPLACE"
-        with self.cursor() as cur:
-            self._fence(cur, thread_id)
-            cur.executemany(
-                f"{verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-                "task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        with self.store.transaction() as tx:
+            self._fence(tx, thread_id)
+            tx.put_writes(
                 [
                     (
                         thread_id,
@@ -189,5 +156,5 @@ class HostSaver(SyncBackedSaver):
             _faults.boundary("put_writes", "before")
         _faults.boundary("put_writes", "after")
 
-    def _fence(self, cur: Any, delivery: str) -> None:
-        check_token(cur, delivery, self.tokens.get(delivery))
+    def _fence(self, tx: StorageTx, delivery: str) -> None:
+        check_token(tx, delivery, self.tokens.get(delivery))

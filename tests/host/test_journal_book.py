@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from contracts import InvocationRequest
 from contracts._errors import ErrorCode, ExecsysError
 from contracts._journal import NodeDecl, NodeState, Transition
+from host._journal_book import JournalBook, _command, _routine_content
 from host.journal import Journal, verify_lines
 from host.langgraph._context import HOST_ACTOR, StepWriter
-from host.langgraph._journal_book import JournalBook, _command, _routine_content
 from tests.host.harness import graph_doc, make_delivery, reply
 from tests.journal.scenario import POLICY, header
 from tests.journal.strategies import digests, node_ids, texts, tokens

@@ -1,6 +1,6 @@
 """One writer per delivery: a lease row with an expiry and a fencing token.
 
-The row in ``execsys_leases`` (holder, token, expires) is the authority, and it
+The lease row in the store (holder, token, expires) is the authority, and it
 works wherever the store is shared. A grant happens in one write transaction:
 it succeeds when there is no row, when the row's lease has expired or was
 released, or when its holder is known to be dead; every grant increments the
@@ -27,7 +27,6 @@ import fcntl
 import hashlib
 import os
 import socket
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,7 +48,7 @@ from contracts import (
     WorkspaceMode,
     error,
 )
-from host.langgraph._store import Store
+from host.storage import Storage, StorageTx
 
 MIN_RENEW_S = 0.01
 """Shortest renewal interval, whatever the TTL."""
@@ -70,11 +69,11 @@ def fenced(delivery: str, found: Any) -> ExecsysError:
     )
 
 
-def check_token(cur: sqlite3.Cursor, delivery: str, token: int | None) -> None:
-    """Refuse the write in progress on ``cur`` unless ``token`` is the delivery's current one."""
-    row = cur.execute("SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,)).fetchone()
-    if token is None or row is None or int(row[0]) != token:
-        raise fenced(delivery, row[0] if row else None)
+def check_token(tx: StorageTx, delivery: str, token: int | None) -> None:
+    """Refuse the write in progress in ``tx`` unless ``token`` is the delivery's current one."""
+    found = tx.fencing_token(delivery)
+    if token is None or found is None or found != token:
+        raise fenced(delivery, found)
 
 
 class LeaseManager:
@@ -82,7 +81,7 @@ class LeaseManager:
 
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         lock_dir: Path,
         holder: str,
         ttl_s: float,
@@ -176,31 +175,18 @@ class LeaseManager:
         return token
 
     def _grant(self, delivery: str) -> int | None:
-        with self._lease_write() as cur:
-            row = cur.execute(
-                "SELECT holder, token, expires FROM execsys_leases WHERE delivery = ?",
-                (delivery,),
-            ).fetchone()
+        with self.store.lease_transaction() as tx:
+            row = tx.lease(delivery)
             now = time.time()
-            gone = row is not None and self._gone(str(row[0]))
-            if row is not None and float(row[2]) > now and not gone:
+            gone = row is not None and self._gone(row.holder)
+            if row is not None and row.expires > now and not gone:
                 return None
-            token = (int(row[1]) if row else 0) + 1
-            cur.execute(
-                "INSERT INTO execsys_leases (delivery, holder, token, expires) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT(delivery) DO UPDATE SET "
-                "holder = excluded.holder, token = excluded.token, expires = excluded.expires",
-                (delivery, self.holder, token, now + self.ttl_s),
-            )
-            if (
-                gone
-                and not cur.execute(
-                    "SELECT 1 FROM execsys_leases WHERE holder = ? LIMIT 1", (row[0],)
-                ).fetchone()
-            ):
+            token = (row.token if row else 0) + 1
+            tx.put_lease(delivery, self.holder, token, now + self.ttl_s)
+            if gone and row is not None and not tx.holder_has_leases(row.holder):
                 # No lease names the dead holder any more: its beacon is garbage.
                 with contextlib.suppress(OSError):
-                    self._beacon_path(str(row[0])).unlink()
+                    self._beacon_path(row.holder).unlink()
         return token
 
     def renew(self, delivery: str) -> bool:
@@ -214,17 +200,13 @@ class LeaseManager:
             if token is None:
                 return True  # released: nothing to renew
             try:
-                with self._lease_write() as cur:
-                    changed = cur.execute(
-                        "UPDATE execsys_leases SET expires = ? "
-                        "WHERE delivery = ? AND token = ? AND holder = ?",
-                        (time.time() + self.ttl_s, delivery, token, self.holder),
-                    ).rowcount
-            except sqlite3.Error:
+                with self.store.lease_transaction() as tx:
+                    renewed = tx.renew_lease(delivery, self.holder, token, time.time() + self.ttl_s)
+            except self.store.errors:
                 return True
-            if changed == 0:
+            if not renewed:
                 self._lost.add(delivery)
-            return changed == 1
+            return renewed
 
     async def _keep(self, delivery: str, token: int) -> None:
         interval = max(self.ttl_s / 3, MIN_RENEW_S)
@@ -244,37 +226,11 @@ class LeaseManager:
         return self._held.get(delivery)
 
     @contextlib.contextmanager
-    def _lease_write(self) -> Iterator[sqlite3.Cursor]:
-        """A write transaction of the lease row alone, committed without an fsync.
-
-        Visibility to other processes is immediate (WAL); only a power loss can
-        undo such a commit, and it kills every holder with it. A grant that a
-        power loss undid was never used: the first fenced write under its
-        token (an fsynced commit) makes every earlier commit durable too.
-        """
-        with self.store.lock:
-            conn = self.store.conn
-            previous = conn.execute("PRAGMA synchronous").fetchone()[0]
-            conn.execute("PRAGMA synchronous=NORMAL")
-            cur = conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-                yield cur
-            except BaseException:
-                conn.rollback()
-                raise
-            else:
-                conn.commit()
-            finally:
-                cur.close()
-                conn.execute(f"PRAGMA synchronous={int(previous)}")
-
-    @contextlib.contextmanager
-    def transaction(self, delivery: str) -> Iterator[sqlite3.Cursor]:
+    def transaction(self, delivery: str) -> Iterator[StorageTx]:
         """A store write transaction that first proves we still hold the lease."""
-        with self.store.transaction() as cur:
-            check_token(cur, delivery, self._held.get(delivery))
-            yield cur
+        with self.store.transaction() as tx:
+            check_token(tx, delivery, self._held.get(delivery))
+            yield tx
 
     def release(self, delivery: str) -> None:
         """Give the lease back: the next acquirer need not wait for the expiry.
@@ -289,12 +245,8 @@ class LeaseManager:
             token = self._held.pop(delivery, None)
             if token is None:
                 return
-            with contextlib.suppress(sqlite3.Error), self._lease_write() as cur:
-                cur.execute(
-                    "UPDATE execsys_leases SET expires = 0 "
-                    "WHERE delivery = ? AND token = ? AND holder = ?",
-                    (delivery, token, self.holder),
-                )
+            with contextlib.suppress(*self.store.errors), self.store.lease_transaction() as tx:
+                tx.release_lease(delivery, self.holder, token)
 
     # --- views ---------------------------------------------------------------------------
 
@@ -305,12 +257,10 @@ class LeaseManager:
         renewing), ``gone`` (its holder's process on this machine is dead),
         ``released`` or ``free`` (never granted).
         """
-        rows = self.store.read(
-            "SELECT holder, token, expires FROM execsys_leases WHERE delivery = ?", (delivery,)
-        )
-        if not rows:
+        row = self.store.lease(delivery)
+        if row is None:
             return {"state": "free", "holder": None, "token": 0, "expires": None}
-        holder, token, expires = str(rows[0][0]), int(rows[0][1]), float(rows[0][2])
+        holder, token, expires = row
         if self._held.get(delivery) == token:
             state = "held"
         elif expires == 0:
@@ -325,10 +275,10 @@ class LeaseManager:
 
     def check(self, delivery: str) -> None:
         """Raise ``LEASE_FENCED`` unless we still hold the delivery's lease (a read)."""
-        rows = self.store.read("SELECT token FROM execsys_leases WHERE delivery = ?", (delivery,))
+        row = self.store.lease(delivery)
         token = self._held.get(delivery)
-        if token is None or not rows or int(rows[0][0]) != token:
-            raise fenced(delivery, rows[0][0] if rows else None)
+        if token is None or row is None or row.token != token:
+            raise fenced(delivery, row.token if row else None)
 
     def is_free(self, delivery: str) -> bool:
         """Whether nobody holds a live lease on the delivery now (a probe, not a grant)."""

@@ -9,7 +9,6 @@ writes the resulting lines with the same cursor as the checkpoint.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from host.journal import (
 )
 from host.journal._codec import encode_record_with_digest
 from host.journal._header import node_decls
-from host.langgraph._store import Store
+from host.storage import Storage, StorageTx
 
 
 def journal_time() -> str:
@@ -70,7 +69,7 @@ class JournalBook:
     #: How many journals of deliveries no run is driving stay cached.
     IDLE = 16
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Storage) -> None:
         self.store = store
         self._journals: OrderedDict[str, Journal] = OrderedDict()
         self._deliveries: dict[str, AdmittedDelivery] = {}
@@ -105,27 +104,23 @@ class JournalBook:
             del self._journals[delivery_id]
             self._deliveries.pop(delivery_id, None)
 
-    def create(self, cur: sqlite3.Cursor, delivery: AdmittedDelivery, created_by: str) -> None:
+    def create(self, tx: StorageTx, delivery: AdmittedDelivery, created_by: str) -> None:
         """Write the header of a new delivery's journal."""
         self.register(delivery)
         header = build_header(delivery, created_by)
         journal = Journal.create(header, delivery.authority)
         digest, line = encode_record_with_digest(header)
-        self.store.put_journal_line(cur, delivery.delivery_id, 0, digest, line)
+        tx.append_journal(delivery.delivery_id, [(0, digest, line)])
         self._keep(delivery.delivery_id, journal)
 
-    def journal(self, delivery_id: str, cur: sqlite3.Cursor | None = None) -> Journal:
+    def journal(self, delivery_id: str, tx: StorageTx | None = None) -> Journal:
         """The delivery's journal, rehydrated from the store on first use."""
         journal = self._journals.get(delivery_id)
         if journal is not None:
             self._journals.move_to_end(delivery_id)
         else:
-            if cur is not None:
-                rows = cur.execute(
-                    "SELECT line FROM execsys_journal WHERE delivery = ? ORDER BY ordinal",
-                    (delivery_id,),
-                ).fetchall()
-                lines = [bytes(r[0]) for r in rows]
+            if tx is not None:
+                lines = tx.journal_lines(delivery_id)
             else:
                 lines = self.store.journal_lines(delivery_id)
             records = [decode_line(line, i) for i, line in enumerate(lines)]
@@ -142,23 +137,21 @@ class JournalBook:
         """Drop the cached journal (after a rolled-back transaction)."""
         self._journals.pop(delivery_id, None)
 
-    def append(
-        self, cur: sqlite3.Cursor, delivery_id: str, drafts: list[dict[str, Any]]
-    ) -> Journal:
-        """Chain a step's drafts onto the journal, write them with ``cur``; return the journal.
+    def append(self, tx: StorageTx, delivery_id: str, drafts: list[dict[str, Any]]) -> Journal:
+        """Chain a step's drafts onto the journal, write them in ``tx``; return the journal.
 
         Each line and digest is the one the journal computed while appending (no
-        second encoding); every write goes through ``cur``, inside the caller's
+        second encoding); every write goes through ``tx``, inside the caller's
         transaction.
         """
-        journal = self.journal(delivery_id, cur)
+        journal = self.journal(delivery_id, tx)
         before = len(journal)
         try:
             now = datetime.now(UTC)
             for draft in drafts:
                 if draft["type"] == "invalidate":
                     journal.invalidate(
-                        _invalidation(draft, journal.head, now), _record_resolver(cur)
+                        _invalidation(draft, journal.head, now), _record_resolver(tx)
                     )
                     continue
                 content = _routine_content(draft)
@@ -166,10 +159,7 @@ class JournalBook:
                     journal.append(_command(draft, journal.head, now))
                 else:
                     journal.append_content(draft["request"], journal.head, now, content)
-            cur.executemany(
-                "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES (?, ?, ?, ?)",
-                [(delivery_id, *row) for row in journal.lines_since(before)],
-            )
+            tx.append_journal(delivery_id, journal.lines_since(before))
         except BaseException:
             # The transaction rolls back: the in-memory journal must not stay ahead of it.
             self.forget(delivery_id)
@@ -318,14 +308,11 @@ def _command(draft: dict[str, Any], head: str, now: datetime) -> AppendCommand:
     )
 
 
-def _record_resolver(cur: sqlite3.Cursor) -> Callable[[RecordRef], bool]:
+def _record_resolver(tx: StorageTx) -> Callable[[RecordRef], bool]:
     """An invalidation's source must be a record the store holds (this transaction included)."""
 
     def resolve(ref: RecordRef) -> bool:
-        row = cur.execute(
-            "SELECT 1 FROM execsys_records WHERE digest = ?", (ref.digest,)
-        ).fetchone()
-        return row is not None
+        return tx.has_record(ref.digest)
 
     return resolve
 

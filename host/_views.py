@@ -7,7 +7,7 @@ from typing import Any
 
 from contracts import ErrorCode, error
 from contracts._status import DeliveryStatus, StatusReport, SuspensionView, WaitView
-from host.langgraph._store import Store
+from host.storage import Storage
 
 
 def derive_status(values: dict[str, Any], more: bool) -> tuple[str, str | None, dict[str, Any]]:
@@ -56,9 +56,9 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
-def status_report(store: Store, delivery: str) -> StatusReport:
+def status_report(store: Storage, delivery: str) -> StatusReport:
     """The status report of one delivery."""
-    row = store.delivery_row(delivery)
+    row = store.delivery(delivery)
     if row is None:
         raise error(
             ErrorCode.DELIVERY_NOT_FOUND,
@@ -82,9 +82,9 @@ def status_report(store: Store, delivery: str) -> StatusReport:
     )
 
 
-def list_report(store: Store) -> list[dict[str, Any]]:
+def list_report(store: Storage) -> list[dict[str, Any]]:
     """``status --json`` without a delivery."""
-    return [{**row, "updated": _iso(row["updated"])} for row in store.list_deliveries()]
+    return [{**row, "updated": _iso(row["updated"])} for row in store.deliveries()]
 
 
 _DIRECTIVES: dict[str, list[str]] = {
@@ -100,13 +100,13 @@ _DIRECTIVES: dict[str, list[str]] = {
 }
 
 
-def inspect_report(store: Store, delivery: str) -> dict[str, Any]:
+def inspect_report(store: Storage, delivery: str) -> dict[str, Any]:
     """Status plus node states and attempts (replayed from the journal), heads and directives."""
     from contracts import AdmittedDelivery
     from host.journal import replay_lines
 
     report = status_report(store, delivery)
-    row = store.delivery_row(delivery)
+    row = store.delivery(delivery)
     assert row is not None
     admitted = AdmittedDelivery.model_validate_json(row["document"])
     journal = replay_lines(store.journal_lines(delivery), admitted.authority)

@@ -1,7 +1,9 @@
-"""The Host's own tables, beside LangGraph's, in the one SQLite store file.
+"""The SQLite backend of the storage port: the Host's tables beside LangGraph's, one file.
 
-This module uses only ``sqlite3``: reading commands (``status``, ``inspect``,
-``journal verify``) go through it without importing LangGraph.
+Every SQL string of the SQLite backend lives in this package, the statements
+the LangGraph checkpointer adds to its own transaction included. This module
+uses only ``sqlite3``: reading commands (``status``, ``inspect``, ``journal
+verify``) go through it without importing LangGraph.
 
 Tables (all prefixed ``execsys_``):
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,15 @@ from typing import Any
 from urllib.parse import quote
 
 from contracts import ErrorCode, error
+from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
+from host.storage.sqlite._tx import (
+    DELIVERY_SQL,
+    HEAD_SQL,
+    JOURNAL_SQL,
+    SqliteTx,
+    delivery_row,
+    listed,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS execsys_deliveries (
@@ -136,12 +146,19 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class Store:
+class SqliteStorage:
     """The Host's tables on one connection (shared with the checkpointer)."""
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
 
     def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
         self.conn = conn
         self.lock = lock or threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path, *, readonly: bool = False) -> SqliteStorage:
+        """Open the store file (see :func:`connect`)."""
+        return cls(connect(path, readonly=readonly))
 
     def setup(self) -> None:
         """Create the Host's tables if missing."""
@@ -150,13 +167,13 @@ class Store:
             self.conn.commit()
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
+    def transaction(self) -> Iterator[SqliteTx]:
         """One write transaction; rolled back if the body raises."""
         with self.lock:
             cur = self.conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                yield cur
+                yield SqliteTx(cur)
             except BaseException:
                 self.conn.rollback()
                 raise
@@ -165,67 +182,75 @@ class Store:
             finally:
                 cur.close()
 
+    @contextmanager
+    def lease_transaction(self) -> Iterator[SqliteTx]:
+        """A write transaction of lease rows alone, committed without an fsync.
+
+        Visibility to other processes is immediate (WAL); only a power loss can
+        undo such a commit, and it kills every holder with it. A grant that a
+        power loss undid was never used: the first fenced write under its
+        token (an fsynced commit) makes every earlier commit durable too.
+        """
+        with self.lock:
+            conn = self.conn
+            previous = conn.execute("PRAGMA synchronous").fetchone()[0]
+            conn.execute("PRAGMA synchronous=NORMAL")
+            cur = conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                yield SqliteTx(cur)
+            except BaseException:
+                conn.rollback()
+                raise
+            else:
+                conn.commit()
+            finally:
+                cur.close()
+                conn.execute(f"PRAGMA synchronous={int(previous)}")
+
+    @contextmanager
+    def saver_cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """The cursor LangGraph's SqliteSaver asks for, under the one connection lock.
+
+        Unlike the stock saver's, a failing body rolls back instead of committing.
+        """
+        with self.lock:
+            cur = self.conn.cursor()
+            try:
+                if transaction:
+                    # Take the write lock up front: a deferred transaction that
+                    # upgrades later can fail at once under another writer.
+                    cur.execute("BEGIN IMMEDIATE")
+                yield cur
+            except BaseException:
+                if transaction:
+                    self.conn.rollback()
+                raise
+            else:
+                if transaction:
+                    self.conn.commit()
+            finally:
+                cur.close()
+
     def read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run a read query."""
+        """Run a read query (this backend's own; not part of the port)."""
         with self.lock:
             return list(self.conn.execute(sql, params).fetchall())
 
     # --- deliveries -------------------------------------------------------------
 
-    def insert_delivery(
-        self,
-        cur: sqlite3.Cursor,
-        delivery: str,
-        graph: str,
-        graph_digest: str,
-        digest: str,
-        document: bytes,
-    ) -> None:
-        """Record a newly admitted delivery (status ``running``)."""
-        now = time.time()
-        cur.execute(
-            "INSERT INTO execsys_deliveries (delivery, graph, graph_digest, digest, document, "
-            "status, outcome, detail, created, updated) VALUES (?, ?, ?, ?, ?, 'running', NULL, "
-            "'{}', ?, ?)",
-            (delivery, graph, graph_digest, digest, document, now, now),
-        )
+    def delivery(self, delivery: str) -> DeliveryRow | None:
+        """The delivery's row, or None."""
+        return delivery_row(self.read(DELIVERY_SQL, (delivery,)))
 
-    def delivery_row(self, delivery: str) -> dict[str, Any] | None:
-        """The delivery's row as a dict, or None."""
-        rows = self.read(
-            "SELECT delivery, graph, graph_digest, digest, document, status, outcome, detail, "
-            "checkpoint, created, updated FROM execsys_deliveries WHERE delivery = ?",
-            (delivery,),
-        )
-        if not rows:
-            return None
-        keys = (
-            "delivery",
-            "graph",
-            "graph_digest",
-            "digest",
-            "document",
-            "status",
-            "outcome",
-            "detail",
-            "checkpoint",
-            "created",
-            "updated",
-        )
-        row = dict(zip(keys, rows[0], strict=True))
-        row["detail"] = json.loads(row["detail"] or "{}")
-        return row
-
-    def list_deliveries(self) -> list[dict[str, Any]]:
+    def deliveries(self) -> list[ListedDelivery]:
         """Every delivery, newest first."""
-        rows = self.read(
-            "SELECT delivery, graph, status, outcome, updated FROM execsys_deliveries "
-            "ORDER BY updated DESC"
+        return listed(
+            self.read(
+                "SELECT delivery, graph, status, outcome, updated FROM execsys_deliveries "
+                "ORDER BY updated DESC"
+            )
         )
-        return [
-            {"delivery": d, "graph": g, "status": s, "outcome": o, "updated": u}
-            for d, g, s, o, u in rows
-        ]
 
     def page_deliveries(
         self,
@@ -235,7 +260,7 @@ class Store:
         status: str | None = None,
         graph: str | None = None,
         changed_since: float | None = None,
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[ListedDelivery], int]:
         """One page of deliveries, latest change first, and how many match in all."""
         where, params = [], []
         for clause, value in (
@@ -253,61 +278,9 @@ class Store:
             f"{condition} ORDER BY updated DESC, delivery DESC LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
-        return [
-            {"delivery": d, "graph": g, "status": s, "outcome": o, "updated": u}
-            for d, g, s, o, u in rows
-        ], int(total[0][0])
+        return listed(rows), int(total[0][0])
 
-    @staticmethod
-    def set_status(
-        cur: sqlite3.Cursor,
-        delivery: str,
-        status: str,
-        outcome: str | None,
-        detail: dict[str, Any],
-        checkpoint: str | None,
-    ) -> None:
-        """Update the derived status (inside the checkpoint's transaction)."""
-        cur.execute(
-            "UPDATE execsys_deliveries SET status = ?, outcome = ?, detail = ?, "
-            "checkpoint = COALESCE(?, checkpoint), updated = ? WHERE delivery = ?",
-            (
-                status,
-                outcome,
-                json.dumps(detail, sort_keys=True),
-                checkpoint,
-                time.time(),
-                delivery,
-            ),
-        )
-
-    # --- records ------------------------------------------------------------------
-
-    @staticmethod
-    def put_record(cur: sqlite3.Cursor, digest: str, body: bytes) -> None:
-        """Store a content-addressed value (idempotent)."""
-        cur.execute(
-            "INSERT OR IGNORE INTO execsys_records (digest, body) VALUES (?, ?)", (digest, body)
-        )
-
-    @staticmethod
-    def put_record_ref(cur: sqlite3.Cursor, delivery: str, digest: str) -> None:
-        """Remember that ``delivery`` references a record (retirement keeps shared ones)."""
-        cur.execute(
-            "INSERT OR IGNORE INTO execsys_record_refs (delivery, digest) VALUES (?, ?)",
-            (delivery, digest),
-        )
-
-    @staticmethod
-    def index_checkpoint(
-        cur: sqlite3.Cursor, delivery: str, checkpoint: str, savepoint: str | None, events: int
-    ) -> None:
-        """Record which savepoint and journal length a checkpoint embodies."""
-        cur.execute(
-            "INSERT OR REPLACE INTO execsys_checkpoints (delivery, checkpoint, savepoint, events, "
-            "created) VALUES (?, ?, ?, ?, ?)",
-            (delivery, checkpoint, savepoint, events, time.time()),
-        )
+    # --- records, checkpoints, journal ---------------------------------------------
 
     def savepoint_checkpoints(self, delivery: str) -> list[dict[str, Any]]:
         """Each savepoint the delivery's checkpoints embodied: its latest checkpoint."""
@@ -324,6 +297,14 @@ class Store:
             latest[savepoint].update({"checkpoint": checkpoint, "events": events})
         return list(latest.values())
 
+    def checkpoint_events(self, delivery: str, checkpoint: str) -> int:
+        """The journal length a checkpoint was committed with (0 if unknown)."""
+        rows = self.read(
+            "SELECT events FROM execsys_checkpoints WHERE delivery = ? AND checkpoint = ?",
+            (delivery, checkpoint),
+        )
+        return int(rows[0][0]) if rows else 0
+
     def get_record(self, digest: str) -> Any:
         """Load a content-addressed value."""
         rows = self.read("SELECT body FROM execsys_records WHERE digest = ?", (digest,))
@@ -331,37 +312,16 @@ class Store:
             raise error(ErrorCode.STORE_ERROR, f"record {digest} is missing", path=digest)
         return json.loads(rows[0][0])
 
-    # --- journal ------------------------------------------------------------------
-
-    @staticmethod
-    def put_journal_line(
-        cur: sqlite3.Cursor, delivery: str, ordinal: int, digest: str, line: bytes
-    ) -> None:
-        """Append one journal line (ordinal 0 is the header)."""
-        cur.execute(
-            "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES (?, ?, ?, ?)",
-            (delivery, ordinal, digest, line),
-        )
-
     def journal_lines(self, delivery: str) -> list[bytes]:
         """The delivery's journal, header first, in ordinal order."""
-        rows = self.read(
-            "SELECT line FROM execsys_journal WHERE delivery = ? ORDER BY ordinal", (delivery,)
-        )
-        return [bytes(r[0]) for r in rows]
+        return [bytes(r[0]) for r in self.read(JOURNAL_SQL, (delivery,))]
 
     def journal_head(self, delivery: str) -> tuple[str | None, int]:
         """(head digest, event count) of the stored journal."""
-        rows = self.read(
-            "SELECT digest, ordinal FROM execsys_journal WHERE delivery = ? "
-            "ORDER BY ordinal DESC LIMIT 1",
-            (delivery,),
-        )
+        rows = self.read(HEAD_SQL, (delivery,))
         if not rows:
             return None, 0
         return str(rows[0][0]), int(rows[0][1])
-
-    # --- checkpoints (LangGraph's table, read-only here) ------------------------------
 
     def latest_checkpoint(self, delivery: str) -> str | None:
         """The id of the thread's latest checkpoint (LangGraph ids sort by time)."""
@@ -374,3 +334,32 @@ class Store:
         except sqlite3.OperationalError:
             return None
         return str(rows[0][0]) if rows else None
+
+    # --- stops, retirements, leases -------------------------------------------------
+
+    def stop_request(self, delivery: str) -> str | None:
+        """The actor text of a pending stop request."""
+        rows = self.read("SELECT actor FROM execsys_stops WHERE delivery = ?", (delivery,))
+        return None if not rows else str(rows[0][0])
+
+    def retirement_fact(self, delivery: str) -> dict[str, Any] | None:
+        """The retirement fact, if the delivery was retired."""
+        rows = self.read("SELECT fact FROM execsys_retirements WHERE delivery = ?", (delivery,))
+        if not rows:
+            return None
+        fact: dict[str, Any] = json.loads(rows[0][0])
+        return fact
+
+    def lease(self, delivery: str) -> LeaseRow | None:
+        """The delivery's lease row."""
+        rows = self.read(
+            "SELECT holder, token, expires FROM execsys_leases WHERE delivery = ?", (delivery,)
+        )
+        if not rows:
+            return None
+        return LeaseRow(str(rows[0][0]), int(rows[0][1]), float(rows[0][2]))
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.conn.close()

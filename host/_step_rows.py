@@ -1,0 +1,52 @@
+"""The Host's rows of one step, written in the transaction of the step's checkpoint.
+
+A checkpointer of any backend calls :func:`write_step_rows` inside the
+transaction that stores the checkpoint: the records the step produced, its
+journal events (chained onto the stored head and checked against the
+journal's rules), the delivery's derived status and the checkpoint index.
+Either all of it is durable with the checkpoint or none of it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from contracts import canonical_bytes
+from host._journal_book import JournalBook
+from host.storage import StorageTx
+
+StatusDeriver = Callable[[dict[str, Any], bool], tuple[str, str | None, dict[str, Any]]]
+
+
+def write_step_rows(
+    tx: StorageTx,
+    journals: JournalBook,
+    derive_status: StatusDeriver,
+    delivery: str,
+    checkpoint: str,
+    values: dict[str, Any],
+    outbox: list[dict[str, Any]] | None,
+    more: bool,
+) -> None:
+    """Write what rides with a root checkpoint: records, journal events, status, index.
+
+    ``values`` are the checkpoint's channel values, ``outbox`` the step's outbox
+    items (None when the step wrote none) and ``more`` whether work is still
+    scheduled after it.
+    """
+    drafts = []
+    for item in outbox or ():
+        if item.get("type") == "record":
+            tx.put_record(item["digest"], canonical_bytes(item["value"]))
+        elif item.get("type") in {"event", "invalidate"}:
+            drafts.append(item)
+        if item.get("type") == "record":
+            tx.put_record_ref(delivery, item["digest"])
+    journal = journals.append(tx, delivery, drafts) if drafts else journals.journal(delivery, tx)
+    status, outcome, detail = derive_status(values, more)
+    # What this checkpoint embodies, recorded with it: the journal head it
+    # was committed with and the custody savepoint it expects.
+    detail["journal"] = {"head": journal.head, "events": len(journal)}
+    tx.set_status(delivery, status, outcome, detail, checkpoint)
+    tx.index_checkpoint(delivery, checkpoint, detail.get("savepoint"), len(journal))
