@@ -38,7 +38,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from host.langgraph._pg_saver import FencedPostgresSaver
-from host.postgres import aconnect, check_token, grant
+from host.storage.postgres import aconnect, check_token, grant
 from runner import migrate_postgres
 
 SETTINGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None, "row_factory": dict_row}
@@ -202,7 +202,7 @@ async def fence_delay(url: str, ttl: float, rounds: int) -> list[float]:
             delivery = f"fence-{os.getpid()}-{i}"
             stale = await grant(holder, delivery, "stale", ttl)
             cur = await holder.execute(
-                "SELECT extract(epoch FROM expires) AS e FROM execsys_leases WHERE delivery = %s",
+                "SELECT expires AS e FROM execsys_leases WHERE delivery = %s",
                 (delivery,),
             )
             expires = float((await cur.fetchone())["e"])

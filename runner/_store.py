@@ -10,6 +10,6 @@ def migrate_postgres(url: str) -> tuple[int, int]:
     substrate: the store package knows no LangGraph, the adapter no Host tables.
     """
     from host.langgraph._pg_saver import setup_checkpoint_tables
-    from host.postgres import migrate
+    from host.storage.postgres import migrate
 
     return migrate(url, setup_checkpoint_tables)

@@ -43,7 +43,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from contracts import ErrorCode, error
-from host.postgres import LEASE_FOR_SHARE, fenced
+from host.storage.postgres import LEASE_FOR_SHARE, fenced
 
 PutHook = Callable[
     [psycopg.AsyncCursor[DictRow], str, Checkpoint, CheckpointMetadata, ChannelVersions],

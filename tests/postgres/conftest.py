@@ -38,12 +38,24 @@ def admin(sql: str) -> None:
         conn.execute(sql.encode())
 
 
+def create_database() -> str:
+    """A new, empty database on the test server; its URL."""
+    name = f"execsys_t_{uuid.uuid4().hex[:12]}"
+    admin(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    return database_url(name)
+
+
+def drop_database(url: str) -> None:
+    """Drop a database :func:`create_database` made."""
+    name = urlsplit(url).path.strip("/")
+    admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A new, empty database for this test; dropped afterwards."""
-    name = f"execsys_t_{uuid.uuid4().hex[:12]}"
-    admin(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    url = create_database()
     try:
-        yield database_url(name)
+        yield url
     finally:
-        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(url)

@@ -13,7 +13,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from contracts import ErrorCode, ExecsysError
-from host.postgres import aconnect, check_token, grant, migrate, release, renew
+from host.storage.postgres import aconnect, check_token, grant, migrate, release, renew
 
 
 def run(coro: Any) -> Any:
@@ -102,7 +102,7 @@ def test_a_grant_waits_for_a_write_in_flight_then_fences_the_next_one(pg_url: st
 RACER = textwrap.dedent(
     """
     import asyncio, sys
-    from host.postgres import aconnect, grant
+    from host.storage.postgres import aconnect, grant
 
     async def main():
         conn = await aconnect(sys.argv[1])

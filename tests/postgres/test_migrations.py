@@ -15,7 +15,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from contracts import ErrorCode, ExecsysError
-from host.postgres import MIGRATIONS, SCHEMA_VERSION, connect, require_current
+from host.storage.postgres import MIGRATIONS, SCHEMA_VERSION, connect, require_current
 
 EXECSYS = str(Path(sys.executable).with_name("execsys"))
 

@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from contracts import ErrorCode, ExecsysError
 from host.langgraph._pg_saver import FencedPostgresSaver
-from host.postgres import aconnect, grant, migrate
+from host.storage.postgres import aconnect, grant, migrate
 from runner import migrate_postgres
 
 STEPS = 10

@@ -23,7 +23,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import DictRow
 
 from contracts import ErrorCode, error
-from host.postgres._connect import connect, shown, store_failure
+from host.storage.postgres._connect import connect, shown, store_failure
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             "authorization" TEXT NOT NULL,
             fact BYTEA NOT NULL
         );
-        -- A released lease keeps its row (holder '' and an expiry in the past), so the
-        -- token of the next grant still increases: the token never goes back.
+        -- A released lease keeps its row (expiry 0), so the token of the next grant
+        -- still increases: the token never goes back. Expiry in epoch seconds; token 0
+        -- marks a row placed before the first grant (never a valid token).
         CREATE TABLE execsys_leases (
             delivery TEXT PRIMARY KEY,
             holder TEXT NOT NULL,
-            token BIGINT NOT NULL CHECK (token > 0),
-            expires TIMESTAMPTZ NOT NULL
+            token BIGINT NOT NULL CHECK (token >= 0),
+            expires DOUBLE PRECISION NOT NULL
         );
         CREATE INDEX execsys_leases_by_holder ON execsys_leases (holder);
         """,

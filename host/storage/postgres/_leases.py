@@ -26,21 +26,21 @@ from contracts import ErrorCode, ExecsysError, error
 
 _GRANT = """
 INSERT INTO execsys_leases AS l (delivery, holder, token, expires)
-VALUES (%(delivery)s, %(holder)s, 1, clock_timestamp() + make_interval(secs => %(ttl)s))
+VALUES (%(delivery)s, %(holder)s, 1, extract(epoch FROM clock_timestamp()) + %(ttl)s)
 ON CONFLICT (delivery) DO UPDATE
 SET holder = excluded.holder, token = l.token + 1, expires = excluded.expires
-WHERE l.expires <= clock_timestamp() OR l.holder = ANY(%(dead)s)
+WHERE l.expires <= extract(epoch FROM clock_timestamp()) OR l.holder = ANY(%(dead)s)
 RETURNING token
 """
 
 _RENEW = """
-UPDATE execsys_leases SET expires = clock_timestamp() + make_interval(secs => %(ttl)s)
+UPDATE execsys_leases SET expires = extract(epoch FROM clock_timestamp()) + %(ttl)s
 WHERE delivery = %(delivery)s AND token = %(token)s AND holder = %(holder)s
 RETURNING token
 """
 
 _RELEASE = """
-UPDATE execsys_leases SET holder = '', expires = '-infinity'
+UPDATE execsys_leases SET expires = 0
 WHERE delivery = %(delivery)s AND token = %(token)s
 """
 

@@ -1,0 +1,52 @@
+"""The PostgreSQL backend of the storage port: schema migrations, connections, leases.
+
+Owns every SQL statement the Host runs on a PostgreSQL store: the migrations,
+the Host's tables, the lease rows with their fencing token (read ``FOR SHARE``
+in every write transaction), and the statements LangGraph's checkpointer
+subclass adds inside its own transaction. It may import psycopg; it may not
+import LangGraph or anything of the Host core beyond the port it implements.
+"""
+
+from host.storage.postgres._connect import aconnect, connect, connect_error, is_postgres, shown
+from host.storage.postgres._leases import (
+    LEASE_FOR_SHARE,
+    check_token,
+    check_token_sync,
+    fenced,
+    grant,
+    release,
+    renew,
+)
+from host.storage.postgres._migrations import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Migration,
+    check_database,
+    migrate,
+    require_current,
+)
+from host.storage.postgres._storage import PostgresStorage
+from host.storage.postgres._tx import PostgresTx
+
+__all__ = [
+    "LEASE_FOR_SHARE",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Migration",
+    "PostgresStorage",
+    "PostgresTx",
+    "aconnect",
+    "check_database",
+    "check_token",
+    "check_token_sync",
+    "connect",
+    "connect_error",
+    "fenced",
+    "grant",
+    "is_postgres",
+    "migrate",
+    "release",
+    "renew",
+    "require_current",
+    "shown",
+]
