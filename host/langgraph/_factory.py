@@ -47,6 +47,8 @@ class LangGraphHostFactory:
         """Open the store (creating it unless read-only) and return the Host; fail as one error."""
         from host.langgraph._host import LangGraphHost
 
+        if self.config.store.startswith(("postgresql://", "postgres://")):
+            return self._create_postgres(custody=custody, invoker=invoker, operations=operations)
         store, data = store_location(self.config, self.base)
         read_only = self.config.read_only
         refuse_unusable(store, read_only=read_only)
@@ -70,4 +72,46 @@ class LangGraphHostFactory:
                 f"cannot create the store: {exc.strerror or exc}",
                 path=str(store),
                 expected="a writable store location",
+            ) from None
+
+    def _create_postgres(
+        self, *, custody: Custody, invoker: Invoker, operations: Mapping[str, Operation]
+    ) -> CoordinatorHost:
+        """The Host on a PostgreSQL store; a writer migrates an empty or older schema first."""
+        import psycopg
+
+        from host.langgraph._host import LangGraphHost
+        from host.langgraph._pg_saver import setup_checkpoint_tables
+        from host.storage.postgres import PostgresStorage, store_failure
+
+        url = self.config.store
+        data = Path(self.config.data_dir or ".execsys")
+        if not data.is_absolute():
+            data = (self.base or Path.cwd()) / data
+        read_only = self.config.read_only
+        try:
+            storage = PostgresStorage.open(
+                url, readonly=read_only, substrate_setup=setup_checkpoint_tables
+            )
+            if not read_only:
+                data.mkdir(parents=True, exist_ok=True)
+                storage.setup()
+            return LangGraphHost(
+                store_path=None,
+                data_dir=data,
+                custody=custody,
+                invoker=invoker,
+                operations=operations,
+                lease_ttl_s=self.config.lease_ttl_s,
+                read_only=read_only,
+                storage=storage,
+            )
+        except psycopg.Error as exc:
+            raise store_failure(exc, url) from None
+        except OSError as exc:
+            raise error(
+                ErrorCode.HOST_CREATION_FAILED,
+                f"cannot create the data folder: {exc.strerror or exc}",
+                path=str(data),
+                expected="a writable data folder (data_dir) for workspaces and locks",
             ) from None

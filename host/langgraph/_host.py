@@ -39,6 +39,7 @@ from host._views import (
 from host._views import _iso as iso_time
 from host.langgraph import _operator
 from host.langgraph._context import DeliveryContext, StepWriter
+from host.storage import Storage
 from host.storage.sqlite import SqliteStorage
 
 RECURSION_LIMIT = 1_000_000
@@ -78,19 +79,24 @@ class LangGraphHost:
     def __init__(
         self,
         *,
-        store_path: Path,
+        store_path: Path | None,
         data_dir: Path,
         custody: Custody,
         invoker: Invoker,
         operations: Mapping[str, Operation],
         lease_ttl_s: float = 30.0,
         read_only: bool = False,
+        storage: Storage | None = None,
     ) -> None:
         self.store_path = store_path
         self.data_dir = data_dir
-        self.store = SqliteStorage.open(store_path, readonly=read_only)
-        if not read_only:
-            self.store.setup()
+        if storage is None:
+            assert store_path is not None, "an SQLite store needs its path"
+            storage = SqliteStorage.open(store_path, readonly=read_only)
+            if not read_only:
+                storage.setup()
+        # A storage handed in is opened and set up by whoever made it (the factory).
+        self.store: Storage = storage
         self.custody = custody
         self.invoker = invoker
         self.operations = dict(operations)
@@ -113,9 +119,18 @@ class LangGraphHost:
         """(saver, graph cache), created on first use."""
         if self._engine is None:
             from host.langgraph._compile import GraphCache
-            from host.langgraph._saver import HostSaver
 
-            saver = HostSaver(self.store, self.journals, derive_status)
+            saver: Any
+            if isinstance(self.store, SqliteStorage):
+                from host.langgraph._saver import HostSaver
+
+                saver = HostSaver(self.store, self.journals, derive_status)
+            else:
+                from host.langgraph._pg_saver import PgHostSaver
+                from host.storage.postgres import PostgresStorage
+
+                assert isinstance(self.store, PostgresStorage)
+                saver = PgHostSaver(self.store, self.journals, derive_status)
             saver.setup()
             self._engine = (saver, GraphCache(saver))
         return self._engine

@@ -7,6 +7,8 @@ use to create (and drop) databases, e.g. ``postgresql://root@localhost:5432/exec
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -38,10 +40,15 @@ def admin(sql: str) -> None:
         conn.execute(sql.encode())
 
 
+_CREATED: set[str] = set()
+"""Databases made and not dropped yet (dropped when the test process exits)."""
+
+
 def create_database() -> str:
     """A new, empty database on the test server; its URL."""
     name = f"execsys_t_{uuid.uuid4().hex[:12]}"
     admin(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    _CREATED.add(name)
     return database_url(name)
 
 
@@ -49,6 +56,14 @@ def drop_database(url: str) -> None:
     """Drop a database :func:`create_database` made."""
     name = urlsplit(url).path.strip("/")
     admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _CREATED.discard(name)
+
+
+@atexit.register
+def _drop_leftovers() -> None:
+    for name in sorted(_CREATED):
+        with contextlib.suppress(psycopg.Error):
+            admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

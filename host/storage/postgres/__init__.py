@@ -7,7 +7,14 @@ subclass adds inside its own transaction. It may import psycopg; it may not
 import LangGraph or anything of the Host core beyond the port it implements.
 """
 
-from host.storage.postgres._connect import aconnect, connect, connect_error, is_postgres, shown
+from host.storage.postgres._connect import (
+    aconnect,
+    connect,
+    connect_error,
+    is_postgres,
+    shown,
+    store_failure,
+)
 from host.storage.postgres._leases import (
     LEASE_FOR_SHARE,
     check_token,
@@ -49,4 +56,5 @@ __all__ = [
     "renew",
     "require_current",
     "shown",
+    "store_failure",
 ]
