@@ -1,29 +1,26 @@
-"""LangGraph's AsyncPostgresSaver, with the Host's rows and the fencing check in its transaction.
+"""LangGraph's PostgresSaver for the Host: the Host's rows and the fencing check in its transaction.
 
-The stock ``aput`` sends the blob upserts and the checkpoint upsert in one
-pipeline on an autocommit connection and offers no hook for more rows. Here
-``aput`` checks out ONE connection of the pool, opens one transaction, checks
-the writer's fencing token (``FOR SHARE`` on the lease row), writes the
-checkpoint exactly as the stock saver does, then lets ``on_put`` add the rows
-that must commit with it (journal lines, status row, records), all in one
-pipeline. Any failure, including a refused token or a connection killed
-mid-way, rolls all of it back.
+The stock saver sends the blob upserts and the checkpoint upsert on an
+autocommit connection and offers no hook for more rows. :class:`PgHostSaver`
+writes, in ONE transaction of the storage port on one pooled connection, the
+fencing check (the lease row ``FOR SHARE``), the checkpoint's blobs and row as
+the stock saver stores them (the statements live in the PostgreSQL backend),
+and the step's records, journal lines and status. A refused token or a
+connection killed mid-way rolls all of it back.
 
 Ordinary task writes are not stored (the checkpoint carries their effect,
 docs/decisions/0008-no-separate-task-writes.md); errors, interrupts and the
-other special writes are, fenced like ``aput``.
+other special writes are, fenced like ``put``.
 
 Relies on private parts of langgraph-checkpoint-postgres 3.2.x (hence the pin
-in pyproject.toml): the class attributes ``UPSERT_CHECKPOINT_BLOBS_SQL``,
-``UPSERT_CHECKPOINTS_SQL``, ``UPSERT_CHECKPOINT_WRITES_SQL``, ``MIGRATIONS``,
-the methods ``_dump_blobs``, ``_dump_writes`` and ``_cursor``, and the
-``_DeltaSnapshot`` marker type.
+in pyproject.toml): the methods ``_dump_blobs`` and ``_dump_writes``, the
+class attribute ``MIGRATIONS``, the stock ``put``'s split of inline values and
+blobs, and the ``_DeltaSnapshot`` marker type.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import psycopg
@@ -37,146 +34,15 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
-from psycopg.rows import DictRow, dict_row
-from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
+from psycopg.rows import DictRow
 
 from contracts import ErrorCode, error
 from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
 from host._step_rows import StatusDeriver, write_step_rows
-from host.storage.postgres import LEASE_FOR_SHARE, PostgresStorage, fenced
-
-PutHook = Callable[
-    [psycopg.AsyncCursor[DictRow], str, Checkpoint, CheckpointMetadata, ChannelVersions],
-    Awaitable[None],
-]
-"""Adds rows to a checkpoint's transaction: (cursor, thread id, checkpoint, metadata, versions)."""
-
-
-class FencedPostgresSaver(AsyncPostgresSaver):
-    """AsyncPostgresSaver whose writes are fenced and carry the Host's rows atomically."""
-
-    def __init__(
-        self,
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]],
-        on_put: PutHook | None = None,
-    ) -> None:
-        super().__init__(pool)
-        self.pool = pool
-        self.on_put = on_put
-        self.tokens: dict[str, int] = {}
-        """delivery -> the fencing token this process holds; a write without one is refused."""
-
-    @asynccontextmanager
-    async def _cursor(
-        self, *, pipeline: bool = False
-    ) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
-        # The stock saver serializes every call under one lock, needed for a single
-        # shared connection; each call here has a pool connection of its own.
-        async with (
-            self.pool.connection() as conn,
-            conn.cursor(binary=True, row_factory=dict_row) as cur,
-        ):
-            yield cur
-
-    @asynccontextmanager
-    async def _transaction(self, thread_id: str) -> AsyncIterator[psycopg.AsyncCursor[DictRow]]:
-        """One fenced write transaction, sent as a pipeline (one round trip, not seven).
-
-        The lease row is locked ``FOR SHARE`` by the first statement, before any write;
-        its token is compared once the writes are queued, and a mismatch raises before
-        the commit, so the whole transaction rolls back.
-        """
-        async with (
-            self.pool.connection() as conn,
-            conn.pipeline(),
-            conn.transaction(),
-            conn.cursor(binary=True, row_factory=dict_row) as cur,
-            conn.cursor(row_factory=dict_row) as fence,
-        ):
-            await fence.execute(LEASE_FOR_SHARE, (thread_id,))
-            yield cur
-            row = await fence.fetchone()
-            found = int(row["token"]) if row else None
-            token = self.tokens.get(thread_id)
-            if token is None or found != token:
-                raise fenced(thread_id, found)
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Write the checkpoint, and what ``on_put`` adds, in one fenced transaction."""
-        configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
-        checkpoint_ns = str(configurable.get("checkpoint_ns", ""))
-        parent = configurable.get("checkpoint_id")
-        copy = checkpoint.copy()
-        copy["channel_values"] = dict(copy["channel_values"])
-        blobs: dict[str, Any] = {}
-        for key, value in checkpoint["channel_values"].items():
-            # Same split as the stock saver: primitives inline, everything else a blob.
-            if isinstance(value, _DeltaSnapshot):
-                blobs[key] = copy["channel_values"].pop(key)
-                copy["channel_values"][key] = True
-            elif not (value is None or isinstance(value, str | int | float | bool)):
-                blobs[key] = copy["channel_values"].pop(key)
-        versions = {k: v for k, v in new_versions.items() if k in blobs}
-        rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, versions) if versions else []
-        async with self._transaction(thread_id) as cur:
-            if rows:
-                await cur.executemany(self.UPSERT_CHECKPOINT_BLOBS_SQL, rows)
-            await cur.execute(
-                self.UPSERT_CHECKPOINTS_SQL,
-                (
-                    thread_id,
-                    checkpoint_ns,
-                    checkpoint["id"],
-                    parent,
-                    Jsonb(copy),
-                    Jsonb(get_serializable_checkpoint_metadata(config, metadata)),
-                ),
-            )
-            if self.on_put is not None and checkpoint_ns == "":
-                await self.on_put(cur, thread_id, checkpoint, metadata, new_versions)
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Store a task's special writes (errors, interrupts), fenced like ``aput``."""
-        special = [w for w in writes if w[0] in WRITES_IDX_MAP]
-        if not special:
-            return
-        configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
-        params = self._dump_writes(
-            thread_id,
-            str(configurable["checkpoint_ns"]),
-            str(configurable["checkpoint_id"]),
-            task_id,
-            task_path,
-            special,
-        )
-        async with self._transaction(thread_id) as cur:
-            await cur.executemany(self.UPSERT_CHECKPOINT_WRITES_SQL, params)
+from host.storage.postgres import PostgresStorage
 
 
 def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:

@@ -1,136 +1,91 @@
-"""Lease rows on PostgreSQL: grants, expiry, renewal, release and fencing, across processes."""
+"""Lease rows on PostgreSQL, through the Host's lease manager: row locks, tokens, processes."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import textwrap
-from typing import Any
+import threading
+import time
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
 
 from contracts import ErrorCode, ExecsysError
-from host.storage.postgres import aconnect, check_token, grant, migrate, release, renew
+from host._lease import LeaseManager, check_token
+from host.storage.postgres import PostgresStorage, migrate
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-async def with_conn(url: str, fn: Any) -> Any:
-    conn = await aconnect(url)
-    try:
-        return await fn(conn)
-    finally:
-        await conn.close()
-
-
-def test_grant_renew_expire_release_and_the_token_only_grows(pg_url: str) -> None:
-    migrate(pg_url)
-
-    async def body(conn: Any) -> None:
-        first = await grant(conn, "d", "a", 30)
-        assert first == 1
-        assert await grant(conn, "d", "b", 30) is None  # held and live
-        assert await renew(conn, "d", "a", 1, 30)
-        await release(conn, "d", 1)
-        second = await grant(conn, "d", "b", 0.0)  # released: free at once
-        assert second == 2
-        third = await grant(conn, "d", "c", 30)  # b's lease expired (ttl 0)
-        assert third == 3
-        assert not await renew(conn, "d", "b", 2, 30)  # b lost it
-        await release(conn, "d", 2)  # a stale release changes nothing
-        assert await grant(conn, "d", "a", 30) is None
-        # A holder known to be dead is taken over before its expiry.
-        assert await grant(conn, "d", "a", 30, dead=["c"]) == 4
-
-    run(with_conn(pg_url, body))
-
-
-def test_a_stale_token_is_refused_inside_the_transaction_and_nothing_applies(
-    pg_url: str,
+def test_a_grant_waits_for_a_write_in_flight_then_the_old_token_is_refused(
+    pg_url: str, tmp_path: Path
 ) -> None:
+    """FOR SHARE (the write) against FOR UPDATE (the grant): they take turns on the row."""
     migrate(pg_url)
-
-    async def body(conn: Any) -> None:
-        old = await grant(conn, "d", "a", 0.0)
-        assert await grant(conn, "d", "b", 30) == (old or 0) + 1
-        with pytest.raises(ExecsysError) as caught:  # noqa: PT012
-            async with conn.transaction(), conn.cursor() as cur:
-                await cur.execute(
-                    "INSERT INTO execsys_stops (delivery, requested, actor) VALUES ('d', 0, 'a')"
-                )
-                await check_token(cur, "d", old)
+    writer_store, taker_store = PostgresStorage.open(pg_url), PostgresStorage.open(pg_url)
+    try:
+        writer = LeaseManager(writer_store, tmp_path / "a", "host-a:1:a", ttl_s=0.05)
+        taker = LeaseManager(taker_store, tmp_path / "b", "host-b:2:b", ttl_s=30)
+        token = writer.acquire("d")
+        time.sleep(0.1)  # the writer's lease has expired; nobody took it yet
+        granted: list[int] = []
+        with writer_store.transaction() as tx:
+            check_token(tx, "d", token)  # still the current token: the write may go on
+            thread = threading.Thread(target=lambda: granted.append(taker.acquire("d", wait_s=5)))
+            thread.start()
+            time.sleep(0.3)
+            assert granted == [], "the grant must wait for the write holding the row"
+            tx.request_stop("d", 0.0, "writer")
+        thread.join(timeout=10)
+        assert granted == [token + 1]
+        with pytest.raises(ExecsysError) as caught, writer_store.transaction() as tx:  # noqa: PT012
+            check_token(tx, "d", token)
+            tx.request_stop("d", 1.0, "late writer")
         assert caught.value.code is ErrorCode.LEASE_FENCED
-        cur = await conn.execute("SELECT count(*) AS n FROM execsys_stops")
-        assert (await cur.fetchone())["n"] == 0
-
-    run(with_conn(pg_url, body))
-
-
-def test_a_grant_waits_for_a_write_in_flight_then_fences_the_next_one(pg_url: str) -> None:
-    """FOR SHARE orders a takeover after the write that checked the old token."""
-    migrate(pg_url)
-
-    async def body() -> None:
-        writer = await aconnect(pg_url)
-        taker = await aconnect(pg_url)
-        try:
-            token = await grant(writer, "d", "a", 0.0)
-            async with writer.transaction(), writer.cursor() as cur:
-                await check_token(cur, "d", token)
-                takeover = asyncio.create_task(grant(taker, "d", "b", 30))
-                await asyncio.sleep(0.2)
-                assert not takeover.done()  # blocked on the row the write holds
-                await cur.execute(
-                    "INSERT INTO execsys_stops (delivery, requested, actor) VALUES ('d', 0, 'a')"
-                )
-            assert await takeover == (token or 0) + 1
-            with pytest.raises(ExecsysError):
-                async with writer.transaction(), writer.cursor() as cur:
-                    await check_token(cur, "d", token)
-        finally:
-            await writer.close()
-            await taker.close()
-
-    run(body())
+        assert writer_store.stop_request("d") == "writer"
+    finally:
+        writer_store.close()
+        taker_store.close()
 
 
 RACER = textwrap.dedent(
     """
-    import asyncio, sys
-    from host.storage.postgres import aconnect, grant
+    import sys
+    from pathlib import Path
+    from contracts import ExecsysError
+    from host._lease import LeaseManager
+    from host.storage.postgres import PostgresStorage
 
-    async def main():
-        conn = await aconnect(sys.argv[1])
-        won = []
-        for i in range(int(sys.argv[3])):
-            if await grant(conn, f"d{i}", sys.argv[2], 60) is not None:
-                won.append(i)
-        print(" ".join(map(str, won)))
-        await conn.close()
-
-    asyncio.run(main())
+    url, name, rounds, folder = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    store = PostgresStorage.open(url)
+    leases = LeaseManager(store, folder, f"elsewhere-{name}:1:{name}", ttl_s=60)
+    won = []
+    for i in range(rounds):
+        try:
+            leases.acquire(f"d{i}")
+            won.append(i)
+        except ExecsysError:
+            pass
+    print(" ".join(map(str, won)))
+    store.close()
     """
 )
 
 
 @pytest.mark.slow
-def test_racing_processes_never_both_hold_a_delivery(pg_url: str) -> None:
+def test_racing_processes_never_both_hold_a_delivery(pg_url: str, tmp_path: Path) -> None:
     migrate(pg_url)
     rounds = 200
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", RACER, pg_url, name, str(rounds)],
+            [sys.executable, "-c", RACER, pg_url, name, str(rounds), str(tmp_path / name)],
             stdout=subprocess.PIPE,
             text=True,
         )
         for name in ("a", "b", "c")
     ]
-    won = [set(map(int, p.communicate(timeout=120)[0].split())) for p in procs]
+    won = [set(map(int, p.communicate(timeout=300)[0].split())) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert won[0] | won[1] | won[2] == set(range(rounds))
     assert sum(len(w) for w in won) == rounds  # exactly one winner per delivery

@@ -178,3 +178,12 @@ def test_bad_servers_are_one_coded_line_and_hide_the_password(
         assert f":{password}@" not in proc.stderr
         assert ":***@" in proc.stderr
     assert tables(pg_url) == set()
+
+
+def test_migrate_without_the_substrate_creates_only_host_tables(pg_url: str) -> None:
+    from host.storage.postgres import migrate
+
+    assert migrate(pg_url) == (0, SCHEMA_VERSION)
+    names = tables(pg_url)
+    assert "execsys_leases" in names
+    assert not any(n.startswith("checkpoint") for n in names)

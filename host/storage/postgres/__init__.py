@@ -8,22 +8,13 @@ import LangGraph or anything of the Host core beyond the port it implements.
 """
 
 from host.storage.postgres._connect import (
-    aconnect,
     connect,
     connect_error,
     is_postgres,
     shown,
     store_failure,
 )
-from host.storage.postgres._leases import (
-    LEASE_FOR_SHARE,
-    check_token,
-    check_token_sync,
-    fenced,
-    grant,
-    release,
-    renew,
-)
+from host.storage.postgres._leases import LEASE_FOR_SHARE
 from host.storage.postgres._migrations import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -42,18 +33,11 @@ __all__ = [
     "Migration",
     "PostgresStorage",
     "PostgresTx",
-    "aconnect",
     "check_database",
-    "check_token",
-    "check_token_sync",
     "connect",
     "connect_error",
-    "fenced",
-    "grant",
     "is_postgres",
     "migrate",
-    "release",
-    "renew",
     "require_current",
     "shown",
     "store_failure",

@@ -56,16 +56,6 @@ def connect(url: str) -> psycopg.Connection[DictRow]:
         raise connect_error(exc, url) from None
 
 
-async def aconnect(url: str) -> psycopg.AsyncConnection[DictRow]:
-    """One asynchronous connection to the store's database, or one catalogued error."""
-    try:
-        return await psycopg.AsyncConnection.connect(
-            conninfo(url), connect_timeout=CONNECT_TIMEOUT_S, **SETTINGS
-        )
-    except psycopg.Error as exc:
-        raise connect_error(exc, url) from None
-
-
 def connect_error(exc: psycopg.Error, url: str) -> ExecsysError:
     """The catalogued error for a failure to open a connection to ``url``."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:200]

@@ -11,6 +11,7 @@ a transaction pooler between runners and the server changes nothing.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,6 +32,11 @@ from host.storage.postgres._tx import (
     delivery_row,
     listed,
 )
+
+# The pool logs a warning when it discards a connection the server closed; the
+# failure itself reaches the user as one catalogued error line, so the log stays quiet.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+logging.getLogger("psycopg.pool").propagate = False
 
 POOL_SIZE = 8
 """Connections per process at most (one per delivery driven at once, plus reads)."""
