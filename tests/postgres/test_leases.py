@@ -92,3 +92,55 @@ def test_racing_processes_never_both_hold_a_delivery(pg_url: str, tmp_path: Path
     with psycopg.connect(pg_url, row_factory=dict_row) as conn:
         tokens = conn.execute("SELECT DISTINCT token FROM execsys_leases").fetchall()
     assert [r["token"] for r in tokens] == [1]
+
+
+@pytest.mark.parametrize("taken_before", [False, True], ids=["first-grant", "takeover"])
+def test_grants_released_together_by_a_barrier_have_one_winner_each_round(
+    pg_url: str, tmp_path: Path, taken_before: bool
+) -> None:
+    """Three managers, each on its own connections, grant the same delivery at the same instant.
+
+    Either no one held it yet, or an earlier holder's lease has just expired.
+    """
+    migrate(pg_url)
+    rounds, names = 60, ("a", "b", "c")
+    expected_token = 1
+    if taken_before:
+        seed_store = PostgresStorage.open(pg_url)
+        seed = LeaseManager(seed_store, tmp_path / "seed", "elsewhere-s:1:s", ttl_s=0.001)
+        for i in range(rounds):
+            seed.acquire(f"d{i}")
+        seed_store.close()
+        expected_token = 2
+        time.sleep(0.05)
+    stores = [PostgresStorage.open(pg_url) for _ in names]
+    managers = [
+        LeaseManager(store, tmp_path / n, f"elsewhere-{n}:1:{n}", ttl_s=60)
+        for store, n in zip(stores, names, strict=True)
+    ]
+    barrier = threading.Barrier(len(names))
+    won: dict[str, list[int]] = {n: [] for n in names}
+    refused: list[ErrorCode] = []
+
+    def race(name: str, leases: LeaseManager) -> None:
+        for i in range(rounds):
+            barrier.wait(timeout=30)
+            try:
+                won[name].append(leases.acquire(f"d{i}"))
+            except ExecsysError as exc:
+                refused.append(exc.code)
+
+    threads = [
+        threading.Thread(target=race, args=(n, m)) for n, m in zip(names, managers, strict=True)
+    ]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        for store in stores:
+            store.close()
+    assert sum(len(w) for w in won.values()) == rounds, won
+    assert all(token == expected_token for w in won.values() for token in w)
+    assert set(refused) == {ErrorCode.LEASE_HELD}
