@@ -187,3 +187,12 @@ def test_migrate_without_the_substrate_creates_only_host_tables(pg_url: str) -> 
     names = tables(pg_url)
     assert "execsys_leases" in names
     assert not any(n.startswith("checkpoint") for n in names)
+
+
+def test_a_damaged_store_is_one_coded_line_not_an_internal_error(pg_url: str) -> None:
+    assert execsys("store", "migrate", "--store", pg_url).returncode == 0
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE execsys_deliveries")
+    proc = execsys("status", "--store", pg_url)
+    one_coded_line(proc, "STORE_ERROR", 1)
+    assert "execsys_deliveries" in proc.stderr

@@ -10,6 +10,7 @@ import LangGraph or anything of the Host core beyond the port it implements.
 from host.storage.postgres._connect import (
     connect,
     connect_error,
+    driver_failure,
     is_postgres,
     shown,
     store_failure,
@@ -36,6 +37,7 @@ __all__ = [
     "check_database",
     "connect",
     "connect_error",
+    "driver_failure",
     "is_postgres",
     "migrate",
     "require_current",

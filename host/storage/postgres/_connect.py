@@ -108,3 +108,12 @@ def store_failure(exc: psycopg.Error, url: str) -> ExecsysError:
             expected="a server that stays reachable; nothing of the interrupted write was applied",
         )
     return error(ErrorCode.STORE_ERROR, text, path=shown(url), expected="a store that can be read")
+
+
+def driver_failure(exc: BaseException, url: str) -> ExecsysError | None:
+    """The catalogued error for a psycopg exception that escaped to the CLI, else None.
+
+    Lets layers that may not import the driver (the product's error boundary)
+    map its failures without knowing its types.
+    """
+    return store_failure(exc, url) if isinstance(exc, psycopg.Error) else None
