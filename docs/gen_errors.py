@@ -135,6 +135,15 @@ MEANINGS: dict[str, str] = {
     "corrupted; nothing was changed.",
     "STORE_READ_ONLY": "A command that writes was given a store it may not write (read-only "
     "file or folder); reading commands still work on it.",
+    "STORE_UNREACHABLE": "The PostgreSQL server of the store URL cannot be reached (no server "
+    "at that host and port, or the database does not exist).",
+    "STORE_AUTH_FAILED": "The PostgreSQL server refused the store URL's user or password.",
+    "STORE_FOREIGN": "The PostgreSQL database already holds tables of another application; "
+    "execsys uses a database of its own and creates nothing in it.",
+    "STORE_SCHEMA_NEWER": "The store was migrated by a newer execsys than this one; upgrade "
+    "this runner before it reads or writes that store.",
+    "STORE_NOT_MIGRATED": "A reading command was given a PostgreSQL database that holds no "
+    "execsys schema yet (run `execsys store migrate`, or any writing command).",
     "SUBSTRATE_ERROR": "The execution substrate failed unexpectedly.",
     "INTERVENTION_REQUIRED": "The delivery needs an operator's directive to continue.",
     "ATTEMPT_INTERRUPTED": "An attempt's runner stopped before its result committed; a "

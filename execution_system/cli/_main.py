@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         _graph,
         _journal,
         _operator,
+        _store,
         _web,
     )
 
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     _goal.register(commands)
     _demo.register(commands)
     _web.register(commands)
+    _store.register(commands)
     return parser
 
 
@@ -78,6 +80,15 @@ def _store_failure(exc: sqlite3.Error, args: argparse.Namespace | None) -> Execs
         path=where,
         expected="an intact SQLite store (restore a backup or choose another --store)",
     )
+
+
+def _driver_failure(exc: Exception, args: argparse.Namespace | None) -> ExecsysError | None:
+    if not type(exc).__module__.startswith("psycopg"):
+        return None  # never import the driver for an error that is not its own
+    from execution_system._compose import store_url
+    from host.storage.postgres import driver_failure
+
+    return driver_failure(exc, store_url(getattr(args, "store", None)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("execsys: interrupted\n")
         return 130
     except Exception as exc:  # the boundary: never a traceback on a user's terminal
+        mapped = _driver_failure(exc, args)
+        if mapped is not None:
+            # A PostgreSQL store failing after it was opened (lost server, damaged schema).
+            return report_error(mapped, as_json)
         if os.environ.get("EXECSYS_DEBUG"):
             raise
         internal = error(

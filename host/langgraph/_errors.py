@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import psycopg
 from langgraph import errors as lg
 
 from contracts import ErrorCode, ExecsysError, error
@@ -28,6 +29,7 @@ MAPPING: dict[type[BaseException], ErrorCode] = {
     lg.NodeCancelledError: ErrorCode.SUBSTRATE_ERROR,
     lg.NodeTimeoutError: ErrorCode.SUBSTRATE_ERROR,
     sqlite3.Error: ErrorCode.STORE_ERROR,
+    psycopg.Error: ErrorCode.STORE_ERROR,
 }
 
 

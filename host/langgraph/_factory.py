@@ -51,6 +51,8 @@ class LangGraphHostFactory:
         from host._views import derive_status
         from host.langgraph._substrate import LangGraphSubstrate
 
+        if self.config.store.startswith(("postgresql://", "postgres://")):
+            return self._create_postgres(custody=custody, invoker=invoker, operations=operations)
         store, data = store_location(self.config, self.base)
         read_only = self.config.read_only
         refuse_unusable(store, read_only=read_only)
@@ -79,3 +81,52 @@ class LangGraphHostFactory:
             operations=operations,
             lease_ttl_s=self.config.lease_ttl_s,
         )
+
+    def _create_postgres(
+        self, *, custody: Custody, invoker: Invoker, operations: Mapping[str, Operation]
+    ) -> CoordinatorHost:
+        """The Host on a PostgreSQL store; a writer migrates an empty or older schema first."""
+        import psycopg
+
+        from host._service import WorkflowHost
+        from host._views import derive_status
+        from host.langgraph._pg_saver import setup_checkpoint_tables
+        from host.langgraph._substrate import LangGraphSubstrate
+        from host.storage.postgres import PostgresStorage, store_failure
+
+        url = self.config.store
+        data = Path(self.config.data_dir or ".execsys")
+        if not data.is_absolute():
+            data = (self.base or Path.cwd()) / data
+        read_only = self.config.read_only
+        try:
+            storage = PostgresStorage.open(
+                url, readonly=read_only, substrate_setup=setup_checkpoint_tables
+            )
+            if not read_only:
+                data.mkdir(parents=True, exist_ok=True)
+                storage.setup()
+            opened = storage
+
+            def substrate(_: Storage, journals: JournalBook) -> Substrate:
+                # The checkpointer shares the backend's pool and its transactions.
+                return LangGraphSubstrate(opened, journals, derive_status)
+
+            return WorkflowHost(
+                store=storage,
+                substrate=substrate,
+                data_dir=data,
+                custody=custody,
+                invoker=invoker,
+                operations=operations,
+                lease_ttl_s=self.config.lease_ttl_s,
+            )
+        except psycopg.Error as exc:
+            raise store_failure(exc, url) from None
+        except OSError as exc:
+            raise error(
+                ErrorCode.HOST_CREATION_FAILED,
+                f"cannot create the data folder: {exc.strerror or exc}",
+                path=str(data),
+                expected="a writable data folder (data_dir) for workspaces and locks",
+            ) from None

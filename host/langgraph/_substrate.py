@@ -13,6 +13,7 @@ from host._context import CompiledGraphInfo, DeliveryContext
 from host._journal_book import JournalBook
 from host._step_rows import StatusDeriver
 from host._substrate import ThreadSnapshot
+from host.storage import Storage
 from host.storage.sqlite import SqliteStorage
 
 RECURSION_LIMIT = 1_000_000
@@ -20,15 +21,22 @@ RECURSION_LIMIT = 1_000_000
 
 
 class LangGraphSubstrate:
-    """Delivery threads as LangGraph threads, checkpointed in the SQLite store."""
+    """Delivery threads as LangGraph threads, checkpointed in the Host's store."""
 
-    def __init__(
-        self, store: SqliteStorage, journals: JournalBook, derive_status: StatusDeriver
-    ) -> None:
+    def __init__(self, store: Storage, journals: JournalBook, derive_status: StatusDeriver) -> None:
         from host.langgraph._compile import GraphCache
-        from host.langgraph._saver import HostSaver
 
-        self.saver = HostSaver(store, journals, derive_status)
+        self.saver: Any
+        if isinstance(store, SqliteStorage):
+            from host.langgraph._saver import HostSaver
+
+            self.saver = HostSaver(store, journals, derive_status)
+        else:
+            from host.langgraph._pg_saver import PgHostSaver
+            from host.storage.postgres import PostgresStorage
+
+            assert isinstance(store, PostgresStorage), type(store)
+            self.saver = PgHostSaver(store, journals, derive_status)
         self.saver.setup()
         self.graphs = GraphCache(self.saver)
         self.errors = store.errors

@@ -7,6 +7,7 @@ to ``FACTORIES`` and the whole suite runs against it.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,33 @@ def _langgraph(tmp: Path) -> HostFactory:
     )
 
 
-FACTORIES: dict[str, Callable[[Path], HostFactory]] = {"langgraph": _langgraph}
+def _langgraph_postgres(tmp: Path) -> HostFactory:
+    from host.langgraph import LangGraphHostFactory
+    from tests.postgres.conftest import create_database
+
+    return LangGraphHostFactory(
+        LangGraphHostConfig(engine="langgraph", store=create_database(), data_dir=str(tmp))
+    )
+
+
+FACTORIES: dict[str, Callable[[Path], HostFactory]] = {
+    "langgraph": _langgraph,
+    "langgraph-postgresql": _langgraph_postgres,
+}
+NEEDS: dict[str, str] = {"langgraph-postgresql": "EXECSYS_TEST_POSTGRES"}
+"""Factories that need a server: the environment variable that names it."""
+
+
+def _params() -> list[Any]:
+    return [
+        pytest.param(
+            name,
+            marks=[pytest.mark.skip(reason=f"{NEEDS[name]} is not set")]
+            if name in NEEDS and not os.environ.get(NEEDS[name])
+            else [],
+        )
+        for name in sorted(FACTORIES)
+    ]
 
 
 class Executors:
@@ -51,7 +78,7 @@ class Executors:
         return parse_result({"status": "completed", "output": {"v": request.node}})
 
 
-@pytest.fixture(params=sorted(FACTORIES))
+@pytest.fixture(params=_params())
 def host(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CoordinatorHost]:
     created = FACTORIES[request.param](tmp_path).create(
         custody=MemoryCustody(), invoker=Executors(), operations=OPERATIONS

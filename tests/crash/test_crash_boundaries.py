@@ -40,10 +40,15 @@ EXECSYS = str(Path(sys.executable).with_name("execsys"))
 PHASES = ("run", "input", "resolve")
 
 
+def store_url(root: Path) -> str:
+    """The store of a scenario root (the PostgreSQL subset replaces this)."""
+    return f"sqlite:///{root}/state.db"
+
+
 def _env(root: Path, fault: str = "") -> dict[str, str]:
     env = {
         **os.environ,
-        "EXECSYS_STORE": f"sqlite:///{root}/state.db",
+        "EXECSYS_STORE": store_url(root),
         "EXECSYS_TEST_LOG": str(root / "turns.log"),
     }
     env.pop("EXECSYS_FAULT_KILL_AT", None)
@@ -85,7 +90,7 @@ class _Api:
         from execution_system._compose import open_runner
 
         os.environ["EXECSYS_TEST_LOG"] = str(root / "turns.log")
-        self.runner = open_runner(f"sqlite:///{root}/state.db")
+        self.runner = open_runner(store_url(root))
         self.host: Any = self.runner.host
 
     def __enter__(self) -> Any:

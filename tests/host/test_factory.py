@@ -68,8 +68,10 @@ def test_a_creation_failure_leaves_no_runner(tmp_path: Path) -> None:
     assert runner is None
 
 
-def test_postgres_urls_are_valid_selection_but_not_built_in_yet(tmp_path: Path) -> None:
-    config = parse_factory_config({"engine": "langgraph", "store": "postgresql://u@h/db"})
+def test_a_postgres_url_without_a_server_is_one_coded_refusal(tmp_path: Path) -> None:
+    store = "postgresql://u:secret@127.0.0.1:1/db"
+    config = parse_factory_config({"engine": "langgraph", "store": store})
     with pytest.raises(ExecsysError) as caught:
         RunnerFactory(config).create(custody=MemoryCustody())
-    assert caught.value.code is ErrorCode.HOST_CREATION_FAILED
+    assert caught.value.code is ErrorCode.STORE_UNREACHABLE
+    assert "secret" not in caught.value.one_line()

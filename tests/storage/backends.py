@@ -10,6 +10,7 @@ capabilities it has.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ class Backend:
     """Optional capabilities."""
     skip: str | None = None
     """Why the backend cannot run here (None: it can)."""
+    drop: Callable[[str], None] | None = None
+    """Remove a database ``create`` made (None: the test's folder holds it)."""
 
 
 def _sqlite_create(tmp: Path) -> str:
@@ -89,7 +92,55 @@ SQLITE = Backend(
     capabilities=frozenset({Capability.FILE}),
 )
 
-BACKENDS: dict[str, Backend] = {"sqlite": SQLITE}
+
+def _postgres_create(tmp: Path) -> str:
+    from host.langgraph._pg_saver import setup_checkpoint_tables
+    from host.storage.postgres import PostgresStorage
+    from tests.postgres.conftest import create_database
+
+    location = create_database()
+    storage = PostgresStorage.open(location, substrate_setup=setup_checkpoint_tables)
+    storage.setup()
+    storage.close()
+    return location
+
+
+def _postgres_open(location: str) -> Storage:
+    from host.storage.postgres import PostgresStorage
+
+    return PostgresStorage.open(location)
+
+
+def _postgres_checkpoint(tx: StorageTx, thread: str, checkpoint: str) -> None:
+    from host.storage.postgres import PostgresTx
+
+    assert isinstance(tx, PostgresTx)
+    body = {"v": 4, "id": checkpoint, "ts": "", "channel_values": {}, "channel_versions": {}}
+    tx.put_checkpoint(thread, "", checkpoint, None, {**body, "versions_seen": {}}, {}, [])
+
+
+def _postgres_drop(location: str) -> None:
+    from tests.postgres.conftest import drop_database
+
+    drop_database(location)
+
+
+POSTGRES = Backend(
+    name="postgresql",
+    create=_postgres_create,
+    open=_postgres_open,
+    child=textwrap.dedent(
+        """
+        from host.storage.postgres import PostgresStorage
+        storage = PostgresStorage.open(LOCATION)
+        """
+    ),
+    put_checkpoint=_postgres_checkpoint,
+    skip=None if os.environ.get("EXECSYS_TEST_POSTGRES") else "EXECSYS_TEST_POSTGRES is not set",
+    drop=_postgres_drop,
+)
+
+BACKENDS: dict[str, Backend] = {"sqlite": SQLITE, "postgresql": POSTGRES}
 """Every backend the suite runs on: add one entry per new implementation of the port."""
 
 

@@ -19,9 +19,12 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 @pytest.fixture
-def location(backend: Backend, tmp_path: Path) -> str:
-    """A fresh, set-up database of the backend."""
-    return backend.create(tmp_path)
+def location(backend: Backend, tmp_path: Path) -> Iterator[str]:
+    """A fresh, set-up database of the backend (dropped afterwards where it is a server's)."""
+    created = backend.create(tmp_path)
+    yield created
+    if backend.drop is not None:
+        backend.drop(created)
 
 
 @pytest.fixture

@@ -1,0 +1,226 @@
+"""LangGraph's PostgresSaver for the Host: the Host's rows and the fencing check in its transaction.
+
+The stock saver sends the blob upserts and the checkpoint upsert on an
+autocommit connection and offers no hook for more rows. :class:`PgHostSaver`
+writes, in ONE transaction of the storage port on one pooled connection, the
+fencing check (the lease row ``FOR SHARE``), the checkpoint's blobs and row as
+the stock saver stores them (the statements live in the PostgreSQL backend),
+and the step's records, journal lines and status. A refused token or a
+connection killed mid-way rolls all of it back.
+
+Ordinary task writes are not stored (the checkpoint carries their effect,
+docs/decisions/0008-no-separate-task-writes.md); errors, interrupts and the
+other special writes are, fenced like ``put``.
+
+Relies on private parts of langgraph-checkpoint-postgres 3.2.x (hence the pin
+in pyproject.toml): the methods ``_dump_blobs`` and ``_dump_writes``, the
+class attribute ``MIGRATIONS``, the stock ``put``'s split of inline values and
+blobs, and the ``_DeltaSnapshot`` marker type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import psycopg
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from psycopg.rows import DictRow
+
+from contracts import ErrorCode, error
+from host import _faults
+from host._journal_book import JournalBook
+from host._lease import check_token as host_check_token
+from host._step_rows import StatusDeriver, write_step_rows
+from host.storage.postgres import PostgresStorage
+
+
+def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:
+    """Apply LangGraph's checkpoint migrations inside the caller's transaction.
+
+    The library's own ``setup()`` runs them one by one outside any transaction
+    (it builds indexes ``CONCURRENTLY``); two runners migrating at once then race
+    on its version table, and a concurrent build can wait forever on the other
+    migrator's lock. Here the same statements run without ``CONCURRENTLY``, under
+    the Host's schema lock, recorded in the library's ``checkpoint_migrations``
+    exactly as ``setup()`` records them, so a later ``setup()`` finds nothing to do.
+    A store that a newer library migrated is refused: this release would misread it.
+    """
+    migrations = PostgresSaver.MIGRATIONS
+    conn.execute(migrations[0].encode())
+    row = conn.execute("SELECT max(v) AS v FROM checkpoint_migrations").fetchone()
+    done = int(row["v"]) if row and row["v"] is not None else -1
+    if done >= len(migrations):
+        raise error(
+            ErrorCode.STORE_SCHEMA_NEWER,
+            f"the checkpoint tables are at migration {done}, newer than this "
+            f"release's {len(migrations) - 1}",
+            path="checkpoint_migrations",
+            expected="an execsys release with the same or a newer checkpoint library",
+        )
+    for version in range(done + 1, len(migrations)):
+        conn.execute(migrations[version].replace("CONCURRENTLY ", "").encode())
+        conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version,))
+
+
+class PgHostSaver(PostgresSaver):
+    """The Host's checkpointer on PostgreSQL: LangGraph's PostgresSaver plus the Host's rows.
+
+    ``put`` writes, in ONE transaction of the storage port on one pooled
+    connection: the fencing check (the lease row ``FOR SHARE``), the checkpoint's
+    blobs and row exactly as the stock saver stores them, and the Host's rows of
+    the step (:func:`host._step_rows.write_step_rows`). Reads are the stock
+    saver's, on the same pool. Async methods call the synchronous ones, as the
+    SQLite saver's do: each is one short transaction.
+    """
+
+    def __init__(
+        self, store: PostgresStorage, journals: JournalBook, derive_status: StatusDeriver
+    ) -> None:
+        super().__init__(store.pool)
+        self.store = store
+        self.journals = journals
+        self.derive_status = derive_status
+        self.tokens: dict[str, int] = {}
+        """delivery -> the fencing token this process holds."""
+
+    def setup(self) -> None:
+        """Nothing: the store's migrations created the checkpoint tables."""
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Write the checkpoint and everything that rides with it, atomically."""
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        checkpoint_ns = str(configurable.get("checkpoint_ns", ""))
+        copy = checkpoint.copy()
+        copy["channel_values"] = dict(copy["channel_values"])
+        blobs: dict[str, Any] = {}
+        for key, value in checkpoint["channel_values"].items():
+            # The stock saver's split: primitives inline, everything else a blob.
+            if isinstance(value, _DeltaSnapshot):
+                blobs[key] = copy["channel_values"].pop(key)
+                copy["channel_values"][key] = True
+            elif not (value is None or isinstance(value, str | int | float | bool)):
+                blobs[key] = copy["channel_values"].pop(key)
+        versions = {k: v for k, v in new_versions.items() if k in blobs}
+        rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, versions) if versions else []
+        values: dict[str, Any] = dict(checkpoint.get("channel_values") or {})
+        outbox = values.get("outbox") if "outbox" in new_versions else None
+        more = metadata.get("source") == "input" or any(
+            str(ch).startswith("branch:to:") for ch in values
+        )
+        with self.store.transaction() as tx:
+            host_check_token(tx, thread_id, self.tokens.get(thread_id))
+            tx.put_checkpoint(
+                thread_id,
+                checkpoint_ns,
+                checkpoint["id"],
+                configurable.get("checkpoint_id"),
+                dict(copy),
+                dict(get_serializable_checkpoint_metadata(config, metadata)),
+                rows,
+            )
+            if checkpoint_ns == "":
+                write_step_rows(
+                    tx,
+                    self.journals,
+                    self.derive_status,
+                    thread_id,
+                    checkpoint["id"],
+                    values,
+                    outbox,
+                    more,
+                )
+            _faults.boundary("put", "before")
+        _faults.boundary("put", "after")
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's special writes (errors, interrupts), fenced like ``put``."""
+        thread_id = str(config["configurable"]["thread_id"])
+        special = [w for w in writes if w[0] in WRITES_IDX_MAP]
+        if not special:
+            _faults.boundary("put_writes", "before")
+            _faults.boundary("put_writes", "after")
+            return
+        rows = self._dump_writes(
+            thread_id,
+            str(config["configurable"]["checkpoint_ns"]),
+            str(config["configurable"]["checkpoint_id"]),
+            task_id,
+            task_path,
+            special,
+        )
+        with self.store.transaction() as tx:
+            host_check_token(tx, thread_id, self.tokens.get(thread_id))
+            tx.put_writes(rows)
+            _faults.boundary("put_writes", "before")
+        _faults.boundary("put_writes", "after")
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async twin of get_tuple."""
+        return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async twin of list (materialized first)."""
+        for item in list(self.list(config, filter=filter, before=before, limit=limit)):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of put."""
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async twin of put_writes."""
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async twin of delete_thread."""
+        self.delete_thread(thread_id)

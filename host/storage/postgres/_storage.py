@@ -1,0 +1,225 @@
+"""The PostgreSQL backend of the storage port: the Host's tables beside LangGraph's, one database.
+
+Every SQL string of this backend lives in this package, the statements the
+checkpointer adds to its own transaction included (``_tx.py``). A process
+holds one pool of connections; each transaction checks one out, so a runner
+can drive several deliveries at once. Connections are autocommit outside an
+explicit transaction, never prepare statements and keep no session state, so
+a transaction pooler between runners and the server changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow
+from psycopg_pool import ConnectionPool
+
+from contracts import ErrorCode, error
+from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
+from host.storage.postgres._connect import SETTINGS, connect, conninfo
+from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
+from host.storage.postgres._tx import (
+    DELIVERY_SQL,
+    HEAD_SQL,
+    JOURNAL_SQL,
+    PostgresTx,
+    delivery_row,
+    listed,
+)
+
+# The pool logs a warning when it discards a connection the server closed; the
+# failure itself reaches the user as one catalogued error line, so the log stays quiet.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+logging.getLogger("psycopg.pool").propagate = False
+
+POOL_SIZE = 8
+"""Connections per process at most (one per delivery driven at once, plus reads)."""
+
+
+class PostgresStorage:
+    """The Host's tables in one PostgreSQL database, through a pool of connections."""
+
+    errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+
+    def __init__(self, url: str, *, substrate_setup: SubstrateSetup | None = None) -> None:
+        self.url = url
+        self.substrate_setup = substrate_setup
+        """Creates the substrate's tables in :meth:`setup`'s transaction (the checkpointer's)."""
+        self.pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
+            conninfo(url),
+            min_size=1,
+            max_size=POOL_SIZE,
+            kwargs=SETTINGS,
+            open=False,
+            name="execsys",
+        )
+        self.pool.open(wait=False)
+
+    @classmethod
+    def open(
+        cls, url: str, *, readonly: bool = False, substrate_setup: SubstrateSetup | None = None
+    ) -> PostgresStorage:
+        """Open the store at ``url``: reachable, ours, not newer; a reader needs it migrated.
+
+        Every way a server or database can be wrong is one catalogued error here,
+        before the pool opens (which would only retry and time out).
+        """
+        with connect(url) as probe:
+            if readonly:
+                require_current(probe, url)
+        return cls(url, substrate_setup=substrate_setup)
+
+    def setup(self) -> None:
+        """Bring the schema to this release's (a no-op on a current store)."""
+        migrate(self.url, self.substrate_setup)
+
+    @contextmanager
+    def transaction(self) -> Iterator[PostgresTx]:
+        """One write transaction on one pooled connection; rolled back if the body raises."""
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield PostgresTx(cur)
+
+    @contextmanager
+    def lease_transaction(self) -> Iterator[PostgresTx]:
+        """A transaction of lease rows alone (PostgreSQL flushes every commit anyway)."""
+        with self.transaction() as tx:
+            yield tx
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[DictRow]]:
+        """A pooled connection (the checkpointer's reads)."""
+        with self.pool.connection() as conn:
+            yield conn
+
+    def read(self, sql: Any, params: tuple[Any, ...] = ()) -> list[DictRow]:
+        """Run a read query (this backend's own; not part of the port)."""
+        with self.pool.connection() as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    # --- deliveries -------------------------------------------------------------
+
+    def delivery(self, delivery: str) -> DeliveryRow | None:
+        """The delivery's row, or None."""
+        rows = self.read(DELIVERY_SQL, (delivery,))
+        return delivery_row(rows[0] if rows else None)
+
+    def deliveries(self) -> list[ListedDelivery]:
+        """Every delivery, newest first."""
+        return listed(
+            self.read(
+                "SELECT delivery, graph, status, outcome, updated FROM execsys_deliveries "
+                "ORDER BY updated DESC"
+            )
+        )
+
+    def page_deliveries(
+        self,
+        *,
+        limit: int,
+        offset: int = 0,
+        status: str | None = None,
+        graph: str | None = None,
+        changed_since: float | None = None,
+    ) -> tuple[list[ListedDelivery], int]:
+        """One page of deliveries, latest change first, and how many match in all."""
+        params = (status, status, graph, graph, changed_since, changed_since)
+        condition = (
+            " WHERE (%s::text IS NULL OR status = %s) AND (%s::text IS NULL OR graph = %s)"
+            " AND (%s::float8 IS NULL OR updated >= %s)"
+        )
+        total = self.read("SELECT COUNT(*) AS n FROM execsys_deliveries" + condition, params)
+        rows = self.read(
+            "SELECT delivery, graph, status, outcome, updated FROM execsys_deliveries"
+            + condition
+            + " ORDER BY updated DESC, delivery DESC LIMIT %s OFFSET %s",
+            (*params, limit, offset),
+        )
+        return listed(rows), int(total[0]["n"])
+
+    # --- records, checkpoints, journal ---------------------------------------------
+
+    def savepoint_checkpoints(self, delivery: str) -> list[dict[str, Any]]:
+        """Each savepoint the delivery's checkpoints embodied: its latest checkpoint."""
+        rows = self.read(
+            "SELECT savepoint, checkpoint, events, created FROM execsys_checkpoints "
+            "WHERE delivery = %s AND savepoint IS NOT NULL ORDER BY checkpoint",
+            (delivery,),
+        )
+        latest: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            savepoint = r["savepoint"]
+            latest.setdefault(
+                savepoint,
+                {"savepoint": savepoint, "first": r["checkpoint"], "created": r["created"]},
+            )
+            latest[savepoint].update({"checkpoint": r["checkpoint"], "events": r["events"]})
+        return list(latest.values())
+
+    def checkpoint_events(self, delivery: str, checkpoint: str) -> int:
+        """The journal length a checkpoint was committed with (0 if unknown)."""
+        rows = self.read(
+            "SELECT events FROM execsys_checkpoints WHERE delivery = %s AND checkpoint = %s",
+            (delivery, checkpoint),
+        )
+        return int(rows[0]["events"]) if rows else 0
+
+    def get_record(self, digest: str) -> Any:
+        """Load a content-addressed value."""
+        rows = self.read("SELECT body FROM execsys_records WHERE digest = %s", (digest,))
+        if not rows:
+            raise error(ErrorCode.STORE_ERROR, f"record {digest} is missing", path=digest)
+        return json.loads(bytes(rows[0]["body"]))
+
+    def journal_lines(self, delivery: str) -> list[bytes]:
+        """The delivery's journal, header first, in ordinal order."""
+        return [bytes(r["line"]) for r in self.read(JOURNAL_SQL, (delivery,))]
+
+    def journal_head(self, delivery: str) -> tuple[str | None, int]:
+        """(head digest, event count) of the stored journal."""
+        rows = self.read(HEAD_SQL, (delivery,))
+        if not rows:
+            return None, 0
+        return str(rows[0]["digest"]), int(rows[0]["ordinal"])
+
+    def latest_checkpoint(self, delivery: str) -> str | None:
+        """The id of the thread's latest root checkpoint (LangGraph ids sort by time)."""
+        rows = self.read(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
+            "ORDER BY checkpoint_id DESC LIMIT 1",
+            (delivery,),
+        )
+        return str(rows[0]["checkpoint_id"]) if rows else None
+
+    def stop_request(self, delivery: str) -> str | None:
+        """The actor text of a pending stop request."""
+        rows = self.read("SELECT actor FROM execsys_stops WHERE delivery = %s", (delivery,))
+        return None if not rows else str(rows[0]["actor"])
+
+    def retirement_fact(self, delivery: str) -> dict[str, Any] | None:
+        """The retirement fact, if the delivery was retired."""
+        rows = self.read("SELECT fact FROM execsys_retirements WHERE delivery = %s", (delivery,))
+        if not rows:
+            return None
+        fact: dict[str, Any] = json.loads(bytes(rows[0]["fact"]))
+        return fact
+
+    def lease(self, delivery: str) -> LeaseRow | None:
+        """The delivery's lease row (None before its first grant)."""
+        rows = self.read(
+            "SELECT holder, token, expires FROM execsys_leases WHERE delivery = %s AND token > 0",
+            (delivery,),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return LeaseRow(str(r["holder"]), int(r["token"]), float(r["expires"]))
+
+    def close(self) -> None:
+        """Close the pool's connections."""
+        self.pool.close()

@@ -1,0 +1,318 @@
+"""A write transaction of the PostgreSQL backend: every statement the Host writes with.
+
+The statements that write LangGraph's checkpoint tables (``put_checkpoint``,
+``put_writes``) are the ones langgraph-checkpoint-postgres 3.2 runs, kept here
+so the checkpointer adds no SQL of its own and they run in the port's
+transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
+
+from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
+from host.storage.postgres._leases import LEASE_FOR_SHARE
+
+DELIVERY_SQL = (
+    "SELECT delivery, graph, graph_digest, digest, document, status, outcome, detail, "
+    "checkpoint, created, updated FROM execsys_deliveries WHERE delivery = %s"
+)
+JOURNAL_SQL = "SELECT line FROM execsys_journal WHERE delivery = %s ORDER BY ordinal"
+HEAD_SQL = (
+    "SELECT digest, ordinal FROM execsys_journal WHERE delivery = %s ORDER BY ordinal DESC LIMIT 1"
+)
+_BLOBS_SQL = (
+    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+    "VALUES (%s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+)
+_CHECKPOINT_SQL = (
+    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
+    "checkpoint, metadata) VALUES (%s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
+    "checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
+)
+_WRITES_SQL = (
+    "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+    "task_path, idx, channel, type, blob) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET "
+    "channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+)
+
+
+class PostgresTx:
+    """One PostgreSQL write transaction (a cursor inside ``conn.transaction()``)."""
+
+    def __init__(self, cur: psycopg.Cursor[DictRow]) -> None:
+        self.cur = cur
+
+    def _one(self, sql: Any, params: Sequence[Any]) -> DictRow | None:
+        return self.cur.execute(sql, params).fetchone()
+
+    # --- fencing and leases -----------------------------------------------------
+
+    def fencing_token(self, delivery: str) -> int | None:
+        """The lease token, read ``FOR SHARE``: a concurrent grant waits for this transaction."""
+        row = self._one(LEASE_FOR_SHARE, (delivery,))
+        return None if row is None else int(row["token"])
+
+    def lease(self, delivery: str) -> LeaseRow | None:
+        """The delivery's lease row, locked against concurrent grants until the commit.
+
+        A delivery never granted gets a placeholder row (token 0, never a valid
+        token) first, so two first grants contend for one row lock instead of
+        both inserting.
+        """
+        self.cur.execute(
+            "INSERT INTO execsys_leases (delivery, holder, token, expires) "
+            "VALUES (%s, '', 0, 0) ON CONFLICT (delivery) DO NOTHING",
+            (delivery,),
+        )
+        row = self._one(
+            "SELECT holder, token, expires FROM execsys_leases WHERE delivery = %s FOR UPDATE",
+            (delivery,),
+        )
+        return None if row is None or int(row["token"]) == 0 else _lease(row)
+
+    def put_lease(self, delivery: str, holder: str, token: int, expires: float) -> None:
+        """Create or overwrite the lease row."""
+        self.cur.execute(
+            "INSERT INTO execsys_leases (delivery, holder, token, expires) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (delivery) DO UPDATE SET holder = excluded.holder, "
+            "token = excluded.token, expires = excluded.expires",
+            (delivery, holder, token, expires),
+        )
+
+    def holder_has_leases(self, holder: str) -> bool:
+        """Whether any lease row names ``holder``."""
+        row = self._one("SELECT 1 FROM execsys_leases WHERE holder = %s LIMIT 1", (holder,))
+        return row is not None
+
+    def renew_lease(self, delivery: str, holder: str, token: int, expires: float) -> bool:
+        """Move the expiry if the lease is still ``holder``'s under ``token``."""
+        self.cur.execute(
+            "UPDATE execsys_leases SET expires = %s WHERE delivery = %s AND token = %s "
+            "AND holder = %s",
+            (expires, delivery, token, holder),
+        )
+        return self.cur.rowcount == 1
+
+    def release_lease(self, delivery: str, holder: str, token: int) -> None:
+        """Mark the lease released if it is still ``holder``'s under ``token``."""
+        self.cur.execute(
+            "UPDATE execsys_leases SET expires = 0 WHERE delivery = %s AND token = %s "
+            "AND holder = %s",
+            (delivery, token, holder),
+        )
+
+    # --- deliveries -------------------------------------------------------------
+
+    def insert_delivery(
+        self, delivery: str, graph: str, graph_digest: str, digest: str, document: bytes
+    ) -> None:
+        """Record a newly admitted delivery (status ``running``)."""
+        now = time.time()
+        self.cur.execute(
+            "INSERT INTO execsys_deliveries (delivery, graph, graph_digest, digest, document, "
+            "status, outcome, detail, created, updated) VALUES (%s, %s, %s, %s, %s, 'running', "
+            "NULL, '{}', %s, %s)",
+            (delivery, graph, graph_digest, digest, document, now, now),
+        )
+
+    def delivery(self, delivery: str) -> DeliveryRow | None:
+        """The delivery's row as this transaction sees it."""
+        return delivery_row(self._one(DELIVERY_SQL, (delivery,)))
+
+    def set_status(
+        self,
+        delivery: str,
+        status: str,
+        outcome: str | None,
+        detail: dict[str, Any],
+        checkpoint: str | None,
+    ) -> None:
+        """Update the derived status (inside the checkpoint's transaction)."""
+        self.cur.execute(
+            "UPDATE execsys_deliveries SET status = %s, outcome = %s, detail = %s, "
+            "checkpoint = COALESCE(%s, checkpoint), updated = %s WHERE delivery = %s",
+            (status, outcome, Jsonb(detail), checkpoint, time.time(), delivery),
+        )
+
+    # --- records ------------------------------------------------------------------
+
+    def put_record(self, digest: str, body: bytes) -> None:
+        """Store a content-addressed value (idempotent)."""
+        self.cur.execute(
+            "INSERT INTO execsys_records (digest, body) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (digest, body),
+        )
+
+    def put_record_ref(self, delivery: str, digest: str) -> None:
+        """Remember that ``delivery`` references a record (retirement keeps shared ones)."""
+        self.cur.execute(
+            "INSERT INTO execsys_record_refs (delivery, digest) VALUES (%s, %s) "
+            "ON CONFLICT DO NOTHING",
+            (delivery, digest),
+        )
+
+    def has_record(self, digest: str) -> bool:
+        """Whether the record is stored (this transaction included)."""
+        return self._one("SELECT 1 FROM execsys_records WHERE digest = %s", (digest,)) is not None
+
+    # --- journal and checkpoint index ---------------------------------------------
+
+    def journal_lines(self, delivery: str) -> list[bytes]:
+        """The delivery's journal lines, header first."""
+        return [bytes(r["line"]) for r in self.cur.execute(JOURNAL_SQL, (delivery,)).fetchall()]
+
+    def journal_head(self, delivery: str) -> tuple[str | None, int]:
+        """(digest, ordinal) of the last journal line."""
+        row = self._one(HEAD_SQL, (delivery,))
+        return (None, 0) if row is None else (str(row["digest"]), int(row["ordinal"]))
+
+    def append_journal(self, delivery: str, rows: Iterable[tuple[int, str, bytes]]) -> None:
+        """Append journal lines (the primary key refuses a taken ordinal)."""
+        self.cur.executemany(
+            "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES (%s, %s, %s, %s)",
+            [(delivery, *row) for row in rows],
+        )
+
+    def index_checkpoint(
+        self, delivery: str, checkpoint: str, savepoint: str | None, events: int
+    ) -> None:
+        """Record which savepoint and journal length a checkpoint embodies."""
+        self.cur.execute(
+            "INSERT INTO execsys_checkpoints (delivery, checkpoint, savepoint, events, created) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (delivery, checkpoint) DO UPDATE SET "
+            "savepoint = excluded.savepoint, events = excluded.events, created = excluded.created",
+            (delivery, checkpoint, savepoint, events, time.time()),
+        )
+
+    # --- LangGraph's tables (used by the checkpointer in its own transaction) --------
+
+    def put_checkpoint(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        parent_id: str | None,
+        checkpoint: dict[str, Any],
+        metadata: dict[str, Any],
+        blobs: Sequence[tuple[Any, ...]],
+    ) -> None:
+        """Write a checkpoint as langgraph-checkpoint-postgres stores it: blobs, then the row.
+
+        ``blobs`` are the saver's ``_dump_blobs`` rows (thread, ns, channel,
+        version, type, blob); ``checkpoint`` is the checkpoint without its blob
+        channels, stored as JSONB like ``metadata``.
+        """
+        if blobs:
+            self.cur.executemany(_BLOBS_SQL, blobs)
+        self.cur.execute(
+            _CHECKPOINT_SQL,
+            (
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                parent_id,
+                Jsonb(checkpoint),
+                Jsonb(metadata),
+            ),
+        )
+
+    def put_writes(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Write the saver's ``_dump_writes`` rows into ``checkpoint_writes``."""
+        self.cur.executemany(_WRITES_SQL, rows)
+
+    # --- stop requests and retirement -----------------------------------------------
+
+    def request_stop(self, delivery: str, requested: float, actor: str) -> None:
+        """Record (or replace) a stop request."""
+        self.cur.execute(
+            "INSERT INTO execsys_stops (delivery, requested, actor) VALUES (%s, %s, %s) "
+            "ON CONFLICT (delivery) DO UPDATE SET requested = excluded.requested, "
+            "actor = excluded.actor",
+            (delivery, requested, actor),
+        )
+
+    def clear_stop(self, delivery: str) -> None:
+        """Forget a stop request."""
+        self.cur.execute("DELETE FROM execsys_stops WHERE delivery = %s", (delivery,))
+
+    def retirement(self, delivery: str) -> tuple[str, dict[str, Any]] | None:
+        """(authorization, fact) of the delivery's retirement, if any."""
+        row = self._one(
+            'SELECT "authorization", fact FROM execsys_retirements WHERE delivery = %s',
+            (delivery,),
+        )
+        return None if row is None else (str(row["authorization"]), json.loads(row["fact"]))
+
+    def retire(self, delivery: str, authorization: str, fact: dict[str, Any], outcome: str) -> None:
+        """Delete the delivery's checkpoints and unshared records; keep the fact."""
+        cur = self.cur
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            cur.execute(f"DELETE FROM {table} WHERE thread_id = %s".encode(), (delivery,))
+        cur.execute("DELETE FROM execsys_checkpoints WHERE delivery = %s", (delivery,))
+        cur.execute(
+            "DELETE FROM execsys_records WHERE digest IN (SELECT digest FROM execsys_record_refs "
+            "WHERE delivery = %s) AND digest NOT IN (SELECT digest FROM execsys_record_refs "
+            "WHERE delivery != %s)",
+            (delivery, delivery),
+        )
+        cur.execute("DELETE FROM execsys_record_refs WHERE delivery = %s", (delivery,))
+        cur.execute(
+            'INSERT INTO execsys_retirements (delivery, "authorization", fact) VALUES (%s, %s, %s)',
+            (delivery, authorization, json.dumps(fact, sort_keys=True).encode()),
+        )
+        cur.execute(
+            "UPDATE execsys_deliveries SET status = 'retired', outcome = %s, updated = %s "
+            "WHERE delivery = %s",
+            (outcome, time.time(), delivery),
+        )
+
+
+def _lease(row: DictRow | None) -> LeaseRow | None:
+    if row is None:
+        return None
+    return LeaseRow(str(row["holder"]), int(row["token"]), float(row["expires"]))
+
+
+def delivery_row(row: DictRow | None) -> DeliveryRow | None:
+    """A stored delivery row in the port's shape."""
+    if row is None:
+        return None
+    detail = row["detail"]
+    return DeliveryRow(
+        delivery=row["delivery"],
+        graph=row["graph"],
+        graph_digest=row["graph_digest"],
+        digest=row["digest"],
+        document=bytes(row["document"]),
+        status=row["status"],
+        outcome=row["outcome"],
+        detail=dict(detail) if isinstance(detail, dict) else json.loads(detail or "{}"),
+        checkpoint=row["checkpoint"],
+        created=float(row["created"]),
+        updated=float(row["updated"]),
+    )
+
+
+def listed(rows: Sequence[DictRow]) -> list[ListedDelivery]:
+    """Listing rows in the port's shape."""
+    return [
+        ListedDelivery(
+            delivery=r["delivery"],
+            graph=r["graph"],
+            status=r["status"],
+            outcome=r["outcome"],
+            updated=float(r["updated"]),
+        )
+        for r in rows
+    ]
