@@ -307,9 +307,18 @@ def test_path_traversal_made_by_a_real_subprocess_is_refused(
 
 
 def _validate_protected(
-    custody: FileCustody, paths: tuple[str, ...], protected: tuple[str, ...]
+    custody: FileCustody,
+    paths: tuple[str, ...],
+    protected: tuple[str, ...],
+    edit: Callable[[], object],
 ) -> CustodyVerdict:
+    """Issue, let ``edit`` change the workspace as the turn would, then validate.
+
+    The edit comes after the issue: a change older than the capability is an
+    unattributed write, refused for that reason alone.
+    """
     cap = custody.issue(make_site(), "write", paths, protected=protected)
+    edit()
     return custody.validate(preview(cap.token, make_site()))
 
 
@@ -320,8 +329,7 @@ def test_a_change_under_a_protected_subtree_is_refused_even_where_writes_are_all
 ) -> None:
     head = custody.head(DELIVERY)
     before = len(custody.savepoints(DELIVERY))
-    EDITS[edit](opened())
-    verdict = _validate_protected(custody, paths, ("docs/",))
+    verdict = _validate_protected(custody, paths, ("docs/",), lambda: EDITS[edit](opened()))
     assert not verdict.accepted
     assert verdict.code is ErrorCode.CUSTODY_PROTECTED_PATH
     assert verdict.path.startswith("docs/")
@@ -332,16 +340,20 @@ def test_a_change_under_a_protected_subtree_is_refused_even_where_writes_are_all
 def test_changes_beside_a_protected_subtree_are_accepted(
     custody: FileCustody, opened: Workspace
 ) -> None:
-    (opened() / "src" / "app.py").write_text("edited\n")
-    (opened() / "docs2").mkdir()
-    (opened() / "docs2" / "other.md").write_text("a sibling whose name extends 'docs'\n")
-    verdict = _validate_protected(custody, (), ("docs", "src/vendor"))
+    def edit() -> None:
+        (opened() / "src" / "app.py").write_text("edited\n")
+        (opened() / "docs2").mkdir()
+        (opened() / "docs2" / "other.md").write_text("a sibling whose name extends 'docs'\n")
+
+    verdict = _validate_protected(custody, (), ("docs", "src/vendor"), edit)
     assert verdict.accepted, verdict.message
     assert verdict.changed == ("docs2/other.md", "src/app.py")
 
 
 def test_a_protected_file_itself_is_guarded(custody: FileCustody, opened: Workspace) -> None:
-    (opened() / "README.md").write_text("rewritten\n")
-    (opened() / "src" / "app.py").write_text("edited\n")
-    verdict = _validate_protected(custody, (), ("README.md",))
+    def edit() -> None:
+        (opened() / "README.md").write_text("rewritten\n")
+        (opened() / "src" / "app.py").write_text("edited\n")
+
+    verdict = _validate_protected(custody, (), ("README.md",), edit)
     assert (verdict.code, verdict.path) == (ErrorCode.CUSTODY_PROTECTED_PATH, "README.md")
