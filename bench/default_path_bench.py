@@ -16,6 +16,9 @@ Two tables, every figure from whole processes started by this script:
    compared with that of steps 1-100. Target: within 10%.
 3. **Graph build.** Load + admit + compile of a 2,000-node chain spec, per
    node, in this process. Target: <= 0.1 ms/node.
+4. **Custody alone** (``--only 4``, not in the default set): issue + validate
+   + advance of ``FileCustody`` for ``--long`` steps on an empty workspace,
+   the first tenth against the last.
 
 Usage: ``.venv/bin/python bench/default_path_bench.py [--reps 5] [--only 1,2,3] [--long 1000]
 [--baseline DIR]`` (``DIR``: a checkout whose code table 1 also runs, e.g. ``git archive main``).
@@ -236,6 +239,51 @@ def flat_table(folder: Path, steps: int, baseline: Path | None = None) -> None:
         print(f"{label:<22}{first:>14.3f}{last:>18.3f}{growth:>+9.1%}  within 10%: {verdict}")
 
 
+CUSTODY_LOOP = """
+import sys, tempfile, time
+from pathlib import Path
+from contracts import CustodyPreview, DeliveryId, ExecutionSite, digest_of
+from execution_system.custody import FileCustody
+
+steps = int(sys.argv[1])
+custody = FileCustody(Path(tempfile.mkdtemp(dir=sys.argv[2])) / "custody")
+delivery = DeliveryId("d1")
+custody.open(delivery)
+marks = []
+for i in range(1, steps + 1):
+    site = ExecutionSite(delivery=delivery, node="s", activation=i, invocation=f"i{i}", attempt=1)
+    cap = custody.issue(site, "write")
+    preview = CustodyPreview(capability=cap.token, site=site, update_digest=digest_of({}))
+    verdict = custody.validate(preview)
+    custody.advance(delivery, verdict.savepoint)
+    marks.append(time.perf_counter())
+print(" ".join(str(m) for m in marks))
+"""
+
+
+def custody_table(folder: Path, steps: int, baseline: Path | None = None) -> None:
+    """Table 4: FileCustody alone, issue + validate + advance per step, start vs end."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sides: list[tuple[str, dict[str, str]]] = [("this code", {})]
+    if baseline:
+        sides.append((f"code of {baseline.name}", {"PYTHONPATH": str(baseline)}))
+    tenth = max(1, steps // 10)
+    print(f"4. FileCustody alone, {steps} steps on an empty workspace, ms per step (mean)")
+    print(f"{'':<22}{f'1-{tenth}':>10}{f'{steps - tenth}-{steps}':>12}")
+    for label, env in sides:
+        done = subprocess.run(
+            [PYTHON, "-c", CUSTODY_LOOP, str(steps), str(folder)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            check=True,
+        )
+        marks = [float(m) for m in done.stdout.split()]
+        first = (marks[tenth] - marks[0]) / tenth * 1000
+        last = (marks[-1] - marks[-1 - tenth]) / tenth * 1000
+        print(f"{label:<22}{first:>10.3f}{last:>12.3f}")
+
+
 def build_table(nodes: int, reps: int) -> None:
     """Table 3: load + admit + compile of an N-node chain spec, per node (in this process).
 
@@ -322,6 +370,8 @@ def main() -> None:
             flat_table(Path(tmp) / "flat", args.long, args.baseline)
         if 3 in only:
             build_table(args.nodes, args.reps)
+        if 4 in only:
+            custody_table(Path(tmp) / "custody", args.long, args.baseline)
 
 
 if __name__ == "__main__":

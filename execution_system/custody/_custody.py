@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -52,8 +51,8 @@ from execution_system.custody._capability import (
     load_or_create_key,
 )
 from execution_system.custody._durable import file_lock, fsync_dir
-from execution_system.custody._report import SnapshotReport
-from execution_system.custody._restore import materialize, verify
+from execution_system.custody._report import SnapshotReport, TreeMemory
+from execution_system.custody._restore import materialize, verify, write_exactly
 from execution_system.custody._state import DeliveryState, check_delivery
 from execution_system.custody._tree import (
     DEFAULT_EXCLUDED,
@@ -70,9 +69,6 @@ from execution_system.custody._tree import (
 )
 from execution_system.custody._workspace import copy_seed, remove_tree
 from host._faults import boundary
-
-#: Parsed manifests kept in memory, by savepoint id (a manifest is immutable).
-_TREE_CACHE_SIZE = 8
 
 
 def _raise(refusal: Refusal) -> NoReturn:
@@ -109,8 +105,7 @@ class FileCustody:
         self._state = DeliveryState(self._root / "deliveries")
         self._blobs = BlobStore(self._root / "blobs")
         self._key: SigningKey | None = None
-        self._trees: dict[str, Tree] = {}
-        self._trees_lock = threading.Lock()
+        self._trees = TreeMemory()
         self._issued = IssueTimes()
 
     def __repr__(self) -> str:
@@ -145,14 +140,13 @@ class FileCustody:
         # delivery. Only the parse is cached (same id, same content, by construction).
         if not self._state.has_manifest(delivery, savepoint):
             raise ValueError(f"savepoint {savepoint} is not recorded for {delivery}")
-        with self._trees_lock:
-            tree = self._trees.get(savepoint)
+        tree = self._trees.get(savepoint)
         if tree is None:
             data = self._state.manifest(delivery, savepoint)
             if data is None:
                 raise ValueError(f"savepoint {savepoint} is not recorded for {delivery}")
             tree = decode_manifest(data, savepoint)
-            self._remember(SavepointId(savepoint), tree)
+            self._trees.remember(savepoint, tree)
         return tree
 
     def _exclusions(self, delivery: str) -> frozenset[str]:
@@ -163,12 +157,6 @@ class FileCustody:
                 ErrorCode.CUSTODY_REJECTED, delivery, f"unreadable exclusion record: {exc}"
             ) from None
 
-    def _remember(self, savepoint: SavepointId, tree: Tree) -> None:
-        with self._trees_lock:
-            if savepoint not in self._trees and len(self._trees) >= _TREE_CACHE_SIZE:
-                self._trees.pop(next(iter(self._trees)))
-            self._trees[savepoint] = tree
-
     def _record(self, delivery: str, tree: Tree) -> SavepointId:
         """Store the manifest of ``tree`` (its blobs are already durable) and log it."""
         data = encode_manifest(tree)
@@ -177,7 +165,7 @@ class FileCustody:
             savepoint=savepoint, files=len(tree), bytes=tree_bytes(tree), created_at=self._clock()
         )
         self._state.record(delivery, data, info)
-        self._remember(savepoint, tree)
+        self._trees.remember(savepoint, tree)
         return savepoint
 
     @contextmanager
@@ -553,16 +541,7 @@ class FileCustody:
             _raise(refusal)
         except ValueError as exc:
             raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
-        target.mkdir(parents=True, exist_ok=True)
-        problems = materialize(target, tree, self._blobs, {})
-        differences, _ = verify(target, tree, {}, full_verify=True)
-        if problems or differences:
-            raise error(
-                ErrorCode.CUSTODY_RESTORE_UNCERTAIN,
-                "the savepoint could not be written exactly: "
-                + "; ".join(problems + differences)[:500],
-                path=savepoint,
-            )
+        write_exactly(target, tree, self._blobs, savepoint)
 
     def excluded(self, delivery: DeliveryId) -> tuple[str, ...]:
         """The folder names the delivery's trees leave out (sorted; recorded at open).

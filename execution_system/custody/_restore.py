@@ -14,7 +14,7 @@ import stat
 from collections.abc import Mapping, Set
 from pathlib import Path
 
-from contracts import digest_bytes
+from contracts import ErrorCode, digest_bytes, error
 from execution_system.custody._blobs import CHUNK, DIGEST_PREFIX, BlobStore
 from execution_system.custody._durable import fsync_dirs, fsync_files, temp_name, write_all
 from execution_system.custody._tree import (
@@ -195,3 +195,20 @@ def verify(
     differences = [f"{refusal.path}: {refusal.message}" for refusal in observed.errors]
     differences += [f"{path}: differs from the savepoint" for path in diff(want, observed.tree)]
     return differences, observed
+
+
+def write_exactly(target: Path, tree: Tree, blobs: BlobStore, savepoint: str) -> None:
+    """Write ``tree`` into the (empty) folder ``target`` and verify every byte.
+
+    Raises ``CUSTODY_RESTORE_UNCERTAIN`` if the result is not exactly ``tree``.
+    """
+    target.mkdir(parents=True, exist_ok=True)
+    problems = materialize(target, tree, blobs, {})
+    differences, _ = verify(target, tree, {}, full_verify=True)
+    if problems or differences:
+        raise error(
+            ErrorCode.CUSTODY_RESTORE_UNCERTAIN,
+            "the savepoint could not be written exactly: "
+            + "; ".join(problems + differences)[:500],
+            path=savepoint,
+        )

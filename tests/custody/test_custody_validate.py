@@ -312,8 +312,11 @@ def _validate_protected(
     protected: tuple[str, ...],
     edit: Callable[[], object],
 ) -> CustodyVerdict:
-    # The edits come after the capability, as an executor's do: an edit made
-    # before it was issued is a write from outside the turn.
+    """Issue, let ``edit`` change the workspace as the turn would, then validate.
+
+    The edit comes after the issue: a change older than the capability is an
+    unattributed write, refused for that reason alone.
+    """
     cap = custody.issue(make_site(), "write", paths, protected=protected)
     edit()
     return custody.validate(preview(cap.token, make_site()))
