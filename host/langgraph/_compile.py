@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -29,16 +28,24 @@ CONTEXT_KEY = "__execsys_context"
 _DIGEST_MEMO = 64
 
 
-def _handler(node_id: str) -> Callable[[dict[str, Any], RunnableConfig], Awaitable[Any]]:
-    async def run(state: dict[str, Any], config: RunnableConfig) -> Any:
+class _Handler:
+    """One node's LangGraph callable: the core's step, its result turned into a ``Command``.
+
+    An object rather than a closure: LangGraph then skips the per-function
+    source scan and type-hint inference it does for each plain function node
+    (with ``input_schema`` given, about 0.2 ms of a node's 0.4 ms compile).
+    """
+
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        self.__name__ = f"node_{node_id}"
+
+    async def __call__(self, state: dict[str, Any], config: RunnableConfig) -> Any:
         ctx: DeliveryContext = config["configurable"][CONTEXT_KEY]
         step = int((config.get("metadata") or {}).get("langgraph_step", 0))
-        result = await handle(node_id, state, ctx, step)
+        result = await handle(self.node_id, state, ctx, step)
         # The one translation of a core step into LangGraph's terms.
         return Command(update=result.update, goto=list(result.goto))
-
-    run.__name__ = f"node_{node_id}"
-    return run
 
 
 def _route_start(state: dict[str, Any]) -> list[str]:
@@ -81,6 +88,6 @@ class GraphCache:
     def _compile(self, graph: ControlGraph) -> Any:
         builder: Any = StateGraph(ThreadState)
         for node_id in graph.nodes:
-            builder.add_node(node_id, _handler(node_id))
+            builder.add_node(node_id, _Handler(node_id), input_schema=ThreadState)
         builder.add_conditional_edges(START, _route_start, list(graph.nodes))
         return builder.compile(checkpointer=self.checkpointer)
