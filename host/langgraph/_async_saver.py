@@ -1,10 +1,12 @@
-"""SqliteSaver with async methods that call its synchronous ones.
+"""Checkpointers whose async methods call their synchronous ones.
 
-The stock saver has no async methods (they raise NotImplementedError). Each of
-its operations is one short transaction on one connection, which serializes
-them anyway, so the async twins call the sync methods directly instead of
-hopping to a thread. The Host's saver and the benchmarks' raw baseline both
-use this class, so the two are compared on exactly the same delegation.
+The stock SqliteSaver has no async methods (they raise NotImplementedError).
+Each operation of the Host's savers is one short transaction, serialized on
+one connection (SQLite) or taken from a pool (PostgreSQL), so the async twins
+call the sync methods directly instead of hopping to a thread. ``SyncTwins``
+is mixed into both Host savers; the Host's SQLite saver and the benchmarks'
+raw baseline both use ``SyncBackedSaver``, so the two are compared on exactly
+the same delegation.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -22,8 +25,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 
-class SyncBackedSaver(SqliteSaver):
-    """The stock SqliteSaver plus async twins of its methods."""
+class SyncTwins(BaseCheckpointSaver[str]):
+    """Async twins that call a saver's synchronous methods (mix in before the saver)."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async twin of get_tuple."""
@@ -65,3 +68,7 @@ class SyncBackedSaver(SqliteSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of delete_thread."""
         self.delete_thread(thread_id)
+
+
+class SyncBackedSaver(SyncTwins, SqliteSaver):
+    """The stock SqliteSaver plus async twins of its methods."""

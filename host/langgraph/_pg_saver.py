@@ -20,7 +20,7 @@ blobs, and the ``_DeltaSnapshot`` marker type.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -30,7 +30,6 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
-    CheckpointTuple,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -42,6 +41,7 @@ from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
 from host._step_rows import StatusDeriver, write_step_rows
+from host.langgraph._async_saver import SyncTwins
 from host.storage.postgres import PostgresStorage
 
 
@@ -73,7 +73,7 @@ def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:
         conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version,))
 
 
-class PgHostSaver(PostgresSaver):
+class PgHostSaver(SyncTwins, PostgresSaver):
     """The Host's checkpointer on PostgreSQL: LangGraph's PostgresSaver plus the Host's rows.
 
     ``put`` writes, in ONE transaction of the storage port on one pooled
@@ -184,43 +184,3 @@ class PgHostSaver(PostgresSaver):
             tx.put_writes(rows)
             _faults.boundary("put_writes", "before")
         _faults.boundary("put_writes", "after")
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async twin of get_tuple."""
-        return self.get_tuple(config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async twin of list (materialized first)."""
-        for item in list(self.list(config, filter=filter, before=before, limit=limit)):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async twin of put."""
-        return self.put(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async twin of put_writes."""
-        self.put_writes(config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async twin of delete_thread."""
-        self.delete_thread(thread_id)
