@@ -20,6 +20,12 @@ class CoordinatorHost(Protocol):
         """Admit the delivery into the Host's store and run it to its next stop."""
         ...
 
+    async def submit(
+        self, delivery: AdmittedDelivery, *, seed: str | None = None, created_by: str = "runner"
+    ) -> StatusReport:
+        """Admit the delivery into the Host's store as ``queued``, running nothing of it."""
+        ...
+
     async def answer(
         self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
     ) -> StatusReport:

@@ -34,30 +34,62 @@ class WorkflowHost(HostCore):
         """Admit ``delivery`` into the store and run it to its next stop."""
         did = delivery.delivery_id
         async with self.lock(did):
-            if self.store.delivery(did) is not None:
-                raise error(
-                    ErrorCode.DELIVERY_EXISTS,
-                    "this delivery was already started",
-                    path=did,
-                    expected="'execsys status' or 'execsys recover'",
-                )
-            token = self.leases.acquire(did)
+            token = self._refuse_known(did)
             try:
-                head = await asyncio.to_thread(self.custody.open, delivery.delivery_id, seed)
-                with self.leases.transaction(did) as tx:
-                    tx.insert_delivery(
-                        did,
-                        delivery.graph.graph,
-                        delivery.graph_digest,
-                        delivery.digest,
-                        canonical_bytes(delivery.model_dump(mode="json")),
-                    )
-                    self.journals.create(tx, delivery, created_by)
+                head = await self._admit(delivery, seed, created_by, queued=False)
                 ctx = self.context(delivery)
                 await self.drive(delivery, first_input(delivery, head, ctx), token, ctx)
             finally:
                 self.leases.release(did)
         return self.status(did)
+
+    async def submit(
+        self, delivery: AdmittedDelivery, *, seed: str | None = None, created_by: str = "runner"
+    ) -> StatusReport:
+        """Admit ``delivery`` into the store as ``queued``: a runner fleet drives it later.
+
+        Custody is opened and the journal header written, as for :meth:`run`;
+        the status row keeps the custody head the first step starts from.
+        """
+        did = delivery.delivery_id
+        async with self.lock(did):
+            self._refuse_known(did)
+            try:
+                await self._admit(delivery, seed, created_by, queued=True)
+            finally:
+                self.leases.release(did)
+        return self.status(did)
+
+    def _refuse_known(self, did: str) -> int:
+        """Refuse a delivery already in the store; otherwise take its lease."""
+        if self.store.delivery(did) is not None:
+            raise error(
+                ErrorCode.DELIVERY_EXISTS,
+                "this delivery was already started",
+                path=did,
+                expected="'execsys status' or 'execsys recover'",
+            )
+        return self.leases.acquire(did)
+
+    async def _admit(
+        self, delivery: AdmittedDelivery, seed: str | None, created_by: str, *, queued: bool
+    ) -> str:
+        """Open custody, store the delivery and its journal header; return the custody head."""
+        did = delivery.delivery_id
+        head = await asyncio.to_thread(self.custody.open, did, seed)
+        with self.leases.transaction(did) as tx:
+            tx.insert_delivery(
+                did,
+                delivery.graph.graph,
+                delivery.graph_digest,
+                delivery.digest,
+                canonical_bytes(delivery.model_dump(mode="json")),
+            )
+            self.journals.create(tx, delivery, created_by)
+            if queued:
+                detail = {"message": "queued for a runner", "queued_head": head}
+                tx.set_status(did, DeliveryStatus.QUEUED.value, None, detail, None)
+        return str(head)
 
     async def answer(
         self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None

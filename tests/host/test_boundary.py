@@ -42,6 +42,7 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
     members = {name for name, _ in inspect.getmembers(CoordinatorHost) if not name.startswith("_")}
     assert members == {
         "run",
+        "submit",
         "answer",
         "resolve",
         "status",
