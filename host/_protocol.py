@@ -26,6 +26,14 @@ class CoordinatorHost(Protocol):
         """Admit the delivery into the Host's store as ``queued``, running nothing of it."""
         ...
 
+    def queued_deliveries(self, limit: int) -> list[str]:
+        """Up to ``limit`` queued deliveries, longest waiting first (claim candidates)."""
+        ...
+
+    async def drive_queued(self, delivery_id: str) -> StatusReport | None:
+        """Claim a queued delivery and drive it to its next stop; None if it was not claimed."""
+        ...
+
     async def answer(
         self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
     ) -> StatusReport:

@@ -60,6 +60,16 @@ class WorkflowHost(HostCore):
                 self.leases.release(did)
         return self.status(did)
 
+    def queued_deliveries(self, limit: int) -> list[str]:
+        """Up to ``limit`` queued deliveries, longest waiting first (claim candidates)."""
+        return self.store.queued(limit)
+
+    async def drive_queued(self, delivery_id: str) -> StatusReport | None:
+        """Claim a queued delivery and drive it to its next stop; None if not claimed."""
+        from host import _queue  # lazy: only runners load the operation
+
+        return await _queue.drive_queued(self, delivery_id)
+
     def _refuse_known(self, did: str) -> int:
         """Refuse a delivery already in the store; otherwise take its lease."""
         if self.store.delivery(did) is not None:

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import socket
+from pathlib import Path
 from typing import Any
 
-from execution_system.cli._delivery import add_admission, admitted_from_args, print_status
+from contracts import ErrorCode, error
+from execution_system.cli._delivery import (
+    add_admission,
+    add_store,
+    admitted_from_args,
+    print_status,
+)
+from execution_system.cli._options import add_lease_ttl
 
 
 def register(commands: Any) -> None:
@@ -16,6 +26,17 @@ def register(commands: Any) -> None:
     )
     add_admission(submit)
     submit.set_defaults(handler=_submit)
+
+    serve = commands.add_parser(
+        "serve", help="a long-running runner: claim queued deliveries and drive them"
+    )
+    add_store(serve)
+    serve.add_argument(
+        "--concurrency", default="1", metavar="N", help="deliveries driven at once (default 1)"
+    )
+    serve.add_argument("--name", metavar="NAME", help="this runner's name (default HOST-PID)")
+    add_lease_ttl(serve)
+    serve.set_defaults(handler=_serve)
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -28,3 +49,30 @@ def _submit(args: argparse.Namespace) -> int:
     finally:
         runner.close()
     return print_status(report, args.json, drove=False)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from execution_system._compose import factory_config, lease_ttl_s, open_runner
+    from execution_system.cli._serve import Server
+
+    factory_config(args.store)
+    lease_ttl_s(args.lease_ttl)
+    concurrency = _count(args.concurrency, "--concurrency")
+    executors_dir = Path(args.config).parent.absolute() if args.config else Path.cwd()
+    name = args.name or f"{socket.gethostname()}-{os.getpid()}"
+    runner = open_runner(args.store, executors_dir, lease_ttl=args.lease_ttl)
+    try:
+        server = Server(runner.host, concurrency=concurrency, name=name, as_json=args.json)
+        return asyncio.run(server.main())
+    finally:
+        runner.close()
+
+
+def _count(text: str, flag: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1024:
+        raise error(ErrorCode.USAGE, f"{flag} {text!r}", path=flag, expected="an integer 1..1024")
+    return value

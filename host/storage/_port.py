@@ -134,6 +134,15 @@ class StorageTx(Protocol):
         """Update the derived status (``checkpoint`` None keeps the stored one)."""
         ...
 
+    def claim_queued(self, delivery: str, message: str) -> bool:
+        """Move a ``queued`` delivery to ``running`` with ``message``; False if it is not queued.
+
+        Run in the claimer's fenced lease transaction: of several runners racing
+        for one queued delivery, the lease lets one in at a time and the status
+        condition lets only the first of them claim it.
+        """
+        ...
+
     # --- records ---------------------------------------------------------------------
 
     def put_record(self, digest: str, body: bytes) -> None:
@@ -215,6 +224,10 @@ class Storage(Protocol):
 
     def deliveries(self) -> list[ListedDelivery]:
         """Every delivery, latest change first."""
+        ...
+
+    def queued(self, limit: int) -> list[str]:
+        """Up to ``limit`` ``queued`` deliveries, longest waiting first (candidates to claim)."""
         ...
 
     def page_deliveries(

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -60,16 +62,18 @@ class Fleet:
 
     def serve(self, name: str, *extra: str) -> subprocess.Popen[str]:
         """Start a runner (stdout and stderr to files in the root)."""
-        out = (self.root / f"{name}.out").open("w")
-        err = (self.root / f"{name}.err").open("w")
-        return subprocess.Popen(
-            [EXECSYS, "serve", "--name", name, *extra],
-            env=self.env(),
-            cwd=self.root,
-            stdout=out,
-            stderr=err,
-            text=True,
-        )
+        with (
+            (self.root / f"{name}.out").open("w") as out,
+            (self.root / f"{name}.err").open("w") as err,
+        ):
+            return subprocess.Popen(
+                [EXECSYS, "serve", "--name", name, *extra],
+                env=self.env(),
+                cwd=self.root,
+                stdout=out,
+                stderr=err,
+                text=True,
+            )
 
     def turns(self) -> Counter[tuple[str, ...]]:
         """How many times each (delivery, node, activation, attempt, turn) ran."""
@@ -99,3 +103,18 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
         yield Fleet(tmp_path / "root", url)
     finally:
         drop_database(url)
+
+
+def wait_until(check: Callable[[], bool], *, timeout: float = 120.0, what: str = "") -> None:
+    """Poll ``check`` until it holds; fail the test if it does not within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out waiting for {what or check}")
+        time.sleep(0.1)
+
+
+def stopped(process: subprocess.Popen[str], timeout: float = 120.0) -> int:
+    """SIGTERM a runner and return its exit status."""
+    process.send_signal(signal.SIGTERM)
+    return process.wait(timeout=timeout)

@@ -43,6 +43,8 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
     assert members == {
         "run",
         "submit",
+        "queued_deliveries",
+        "drive_queued",
         "answer",
         "resolve",
         "status",

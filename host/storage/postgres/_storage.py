@@ -118,6 +118,19 @@ class PostgresStorage:
             )
         )
 
+    def queued(self, limit: int) -> list[str]:
+        """Up to ``limit`` ``queued`` deliveries, longest waiting first.
+
+        Rows another runner is claiming right now are skipped, not waited for.
+        """
+        with self.pool.connection() as conn, conn.transaction():
+            rows = conn.execute(
+                "SELECT delivery FROM execsys_deliveries WHERE status = 'queued' "
+                "ORDER BY updated, delivery LIMIT %s FOR UPDATE SKIP LOCKED",
+                (limit,),
+            ).fetchall()
+        return [str(row["delivery"]) for row in rows]
+
     def page_deliveries(
         self,
         *,

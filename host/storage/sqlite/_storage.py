@@ -252,6 +252,15 @@ class SqliteStorage:
             )
         )
 
+    def queued(self, limit: int) -> list[str]:
+        """Up to ``limit`` ``queued`` deliveries, longest waiting first."""
+        rows = self.read(
+            "SELECT delivery FROM execsys_deliveries WHERE status = 'queued' "
+            "ORDER BY updated, delivery LIMIT ?",
+            (limit,),
+        )
+        return [str(row[0]) for row in rows]
+
     def page_deliveries(
         self,
         *,
