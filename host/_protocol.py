@@ -35,19 +35,37 @@ class CoordinatorHost(Protocol):
         ...
 
     async def answer(
-        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+        self,
+        delivery_id: str,
+        correlation: str,
+        response: Any,
+        *,
+        actor: str | None = None,
+        queue: bool = False,
     ) -> StatusReport:
         """Continue the action-input suspension ``correlation`` with ``response``.
 
         ``actor`` names who answered (an agent, journaled as automation); without it
-        the answer is journaled as the Host's own.
+        the answer is journaled as the Host's own. With ``queue`` the answer is
+        checked and recorded, and the delivery becomes ``queued`` for a runner.
         """
         ...
 
     async def resolve(
-        self, delivery_id: str, node: str, actor: str, role: str, result: Any
+        self,
+        delivery_id: str,
+        node: str,
+        actor: str,
+        role: str,
+        result: Any,
+        *,
+        queue: bool = False,
     ) -> StatusReport:
-        """Record an admitted actor's resolution of the workflow wait at ``node``."""
+        """Record an admitted actor's resolution of the workflow wait at ``node``.
+
+        With ``queue`` (as for :meth:`answer`) it is checked and recorded, and the
+        delivery becomes ``queued`` for a runner to drive.
+        """
         ...
 
     async def stop(
@@ -72,8 +90,12 @@ class CoordinatorHost(Protocol):
         result: Any = None,
         fail: bool = False,
         savepoint: str | None = None,
+        queue: bool = False,
     ) -> StatusReport:
-        """Apply a recovery directive: continue, restart-from-savepoint or intervene."""
+        """Apply a recovery directive: continue, restart-from-savepoint or intervene.
+
+        With ``queue`` the directive is recorded and a runner (``execsys serve``) applies it.
+        """
         ...
 
     async def cancel(

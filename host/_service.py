@@ -18,6 +18,7 @@ from contracts import AdmittedDelivery, ErrorCode, canonical_bytes, error
 from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host import _health, _stop
 from host._core import HostCore, first_input
+from host._queued import queue_request
 from host._resumes import check_resolution, match_correlation
 from host._views import ORPHANED_DIRECTIVES, inspect_report, list_report, status_report
 from host._views import _iso as iso_time
@@ -102,53 +103,87 @@ class WorkflowHost(HostCore):
         return str(head)
 
     async def answer(
-        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+        self,
+        delivery_id: str,
+        correlation: str,
+        response: Any,
+        *,
+        actor: str | None = None,
+        queue: bool = False,
     ) -> StatusReport:
-        """Continue a suspended action with the answer to its question (action-input)."""
+        """Continue a suspended action with the answer to its question (action-input).
+
+        With ``queue`` the answer is checked and recorded, and a runner drives it.
+        """
         async with self.lock(delivery_id):
             delivery = self.delivery(delivery_id)
             token = self.leases.acquire(delivery_id, wait_s=10.0)
             try:
-                values = await self.values(delivery)
-                known = (values.get("correlations") or {}).get(correlation)
-                if known != "answered":
-                    self.runnable(delivery_id)
-                node = match_correlation(delivery_id, values, correlation)
-                wake = {
-                    "wake": {
-                        node: {"correlation": correlation, "response": response, "actor": actor}
-                    },
-                    "correlations": {correlation: "answered"},
-                    "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
-                }
-                await self.drive(delivery, wake, token)
+                wake = await self.answer_wake(delivery, correlation, response, actor)
+                if queue:
+                    request = {"correlation": correlation, "response": response, "actor": actor}
+                    queue_request(self, delivery_id, "answer", request)
+                else:
+                    await self.drive(delivery, wake, token)
             finally:
                 self.leases.release(delivery_id)
         return self.status(delivery_id)
 
+    async def answer_wake(
+        self, delivery: AdmittedDelivery, correlation: str, response: Any, actor: str | None
+    ) -> dict[str, Any]:
+        """The checked input that continues a suspension with its answer (lease held)."""
+        did = delivery.delivery_id
+        values = await self.values(delivery)
+        known = (values.get("correlations") or {}).get(correlation)
+        if known != "answered":
+            self.runnable(did)
+        node = match_correlation(did, values, correlation)
+        return {
+            "wake": {node: {"correlation": correlation, "response": response, "actor": actor}},
+            "correlations": {correlation: "answered"},
+            "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
+        }
+
     async def resolve(
-        self, delivery_id: str, node: str, actor: str, role: str, result: Any
+        self,
+        delivery_id: str,
+        node: str,
+        actor: str,
+        role: str,
+        result: Any,
+        *,
+        queue: bool = False,
     ) -> StatusReport:
-        """Record an admitted actor's resolution of a pending workflow wait."""
+        """Record an admitted actor's resolution of a pending workflow wait.
+
+        With ``queue`` the resolution is checked and recorded, and a runner drives it.
+        """
         async with self.lock(delivery_id):
             delivery = self.delivery(delivery_id)
             token = self.leases.acquire(delivery_id, wait_s=10.0)
             try:
-                self.runnable(delivery_id)
-                values = await self.values(delivery)
-                check_resolution(delivery, values, node, actor, role, result)
-                wake = {
-                    "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
-                    "run": {
-                        "status": "running",
-                        "outcome": "",
-                        "message": f"{actor} resolved '{node}'",
-                    },
-                }
-                await self.drive(delivery, wake, token)
+                wake = await self.resolve_wake(delivery, node, actor, role, result)
+                if queue:
+                    request = {"node": node, "actor": actor, "role": role, "result": result}
+                    queue_request(self, delivery_id, "resolve", request)
+                else:
+                    await self.drive(delivery, wake, token)
             finally:
                 self.leases.release(delivery_id)
         return self.status(delivery_id)
+
+    async def resolve_wake(
+        self, delivery: AdmittedDelivery, node: str, actor: str, role: str, result: Any
+    ) -> dict[str, Any]:
+        """The checked input that resolves the wait at ``node`` (lease held)."""
+        self.runnable(delivery.delivery_id)
+        values = await self.values(delivery)
+        check_resolution(delivery, values, node, actor, role, result)
+        return {
+            "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
+            "run": {"status": "running", "outcome": "", "message": f"{actor} resolved '{node}'"},
+        }
 
     async def stop(
         self,
@@ -172,8 +207,12 @@ class WorkflowHost(HostCore):
         result: Any = None,
         fail: bool = False,
         savepoint: str | None = None,
+        queue: bool = False,
     ) -> StatusReport:
-        """Apply a recovery directive (continue, restart-from-savepoint, intervene)."""
+        """Apply a recovery directive (continue, restart-from-savepoint, intervene).
+
+        With ``queue`` the directive is recorded and a runner applies it.
+        """
         from host import _directives  # lazy: reading commands never load the operation
 
         return await _directives.recover(
@@ -186,6 +225,7 @@ class WorkflowHost(HostCore):
             result=result,
             fail=fail,
             savepoint=savepoint,
+            queue=queue,
         )
 
     async def cancel(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import ExecsysError
-from execution_system.cli._options import add_lease_ttl
+from execution_system.cli._options import add_lease_ttl, add_queue
 from execution_system.cli._output import emit, emit_json, terminal_safe
 
 
@@ -47,6 +47,7 @@ def register(commands: Any) -> None:
     answer.add_argument("--response", required=True, metavar="FILE", help="answer (file or -)")
     add_store(answer)
     add_lease_ttl(answer)
+    add_queue(answer)
     answer.set_defaults(handler=_input)
 
     resolve = commands.add_parser("resolve", help="resolve a pending workflow wait")
@@ -57,6 +58,7 @@ def register(commands: Any) -> None:
     resolve.add_argument("--result", required=True, metavar="FILE", help="result (file or -)")
     add_store(resolve)
     add_lease_ttl(resolve)
+    add_queue(resolve)
     resolve.set_defaults(handler=_resolve)
 
 
@@ -306,13 +308,13 @@ def _input(args: argparse.Namespace) -> int:
             follow(
                 runner.host,
                 args.delivery,
-                runner.host.answer(args.delivery, args.correlation, response),
-                enabled=wanted(args.json),
+                runner.host.answer(args.delivery, args.correlation, response, queue=args.queue),
+                enabled=wanted(args.json) and not args.queue,
             )
         )
     finally:
         runner.close()
-    return print_status(report, args.json)
+    return print_status(report, args.json, drove=not args.queue)
 
 
 def _resolve(args: argparse.Namespace) -> int:
@@ -332,10 +334,12 @@ def _resolve(args: argparse.Namespace) -> int:
             follow(
                 runner.host,
                 args.delivery,
-                runner.host.resolve(args.delivery, args.node, args.actor, args.role, result),
-                enabled=wanted(args.json),
+                runner.host.resolve(
+                    args.delivery, args.node, args.actor, args.role, result, queue=args.queue
+                ),
+                enabled=wanted(args.json) and not args.queue,
             )
         )
     finally:
         runner.close()
-    return print_status(report, args.json)
+    return print_status(report, args.json, drove=not args.queue)
