@@ -34,6 +34,18 @@ class CoordinatorHost(Protocol):
         """Claim a queued delivery and drive it to its next stop; None if it was not claimed."""
         ...
 
+    def runner_heartbeat(self, name: str, started: float) -> None:
+        """Record that the runner ``name`` (this process) is alive now."""
+        ...
+
+    def runner_gone(self, name: str) -> None:
+        """Remove the runner ``name``'s heartbeat row (it stopped cleanly)."""
+        ...
+
+    def runners(self) -> list[dict[str, Any]]:
+        """The live runners: name, host, pid, start, last heartbeat, deliveries held."""
+        ...
+
     async def answer(
         self,
         delivery_id: str,

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import time
 from typing import Any
 
 from contracts import AdmittedDelivery, ErrorCode, canonical_bytes, error
@@ -22,6 +25,9 @@ from host._queued import queue_request
 from host._resumes import check_resolution, match_correlation
 from host._views import ORPHANED_DIRECTIVES, inspect_report, list_report, status_report
 from host._views import _iso as iso_time
+
+LIVE_S = 10.0
+"""A runner whose heartbeat is older than this is not listed as live (it beats every 2 s)."""
 
 
 class WorkflowHost(HostCore):
@@ -70,6 +76,28 @@ class WorkflowHost(HostCore):
         from host import _queue  # lazy: only runners load the operation
 
         return await _queue.drive_queued(self, delivery_id)
+
+    def runner_heartbeat(self, name: str, started: float) -> None:
+        """Record that the runner ``name`` (this process) is alive now."""
+        self.store.beat_runner(name, socket.gethostname(), os.getpid(), started)
+
+    def runner_gone(self, name: str) -> None:
+        """Remove the runner ``name``'s heartbeat row (it stopped cleanly)."""
+        self.store.drop_runner(name)
+
+    def runners(self, *, live_s: float = LIVE_S) -> list[dict[str, Any]]:
+        """Runners whose last heartbeat is at most ``live_s`` old, with the deliveries they hold."""
+        now = time.time()
+        return [
+            {
+                **row,
+                "started": iso_time(row["started"]),
+                "heartbeat": iso_time(row["heartbeat"]),
+                "age_s": round(max(0.0, now - row["heartbeat"]), 3),
+            }
+            for row in self.store.runners()
+            if now - row["heartbeat"] <= live_s
+        ]
 
     def _refuse_known(self, did: str) -> int:
         """Refuse a delivery already in the store; otherwise take its lease."""

@@ -17,6 +17,7 @@ from execution_system.cli._delivery import (
     print_status,
 )
 from execution_system.cli._options import add_lease_ttl
+from execution_system.cli._output import emit, emit_json
 
 
 def register(commands: Any) -> None:
@@ -37,6 +38,17 @@ def register(commands: Any) -> None:
     serve.add_argument("--name", metavar="NAME", help="this runner's name (default HOST-PID)")
     add_lease_ttl(serve)
     serve.set_defaults(handler=_serve)
+
+    runners = commands.add_parser(
+        "runners", help="the live runners: name, host, pid, heartbeat, deliveries held"
+    )
+    runners.add_argument(
+        "--store",
+        metavar="URL",
+        help="store URL (default: EXECSYS_STORE or sqlite:///.execsys/state.db)",
+    )
+    runners.add_argument("--json", action="store_true", help="print a JSON document")
+    runners.set_defaults(handler=_runners)
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -76,3 +88,25 @@ def _count(text: str, flag: str) -> int:
     if not 1 <= value <= 1024:
         raise error(ErrorCode.USAGE, f"{flag} {text!r}", path=flag, expected="an integer 1..1024")
     return value
+
+
+def _runners(args: argparse.Namespace) -> int:
+    from execution_system._compose import open_runner
+
+    runner = open_runner(args.store, read_only=True)
+    try:
+        rows = runner.host.runners()
+    finally:
+        runner.close()
+    if args.json:
+        emit_json({"runners": rows})
+        return 0
+    if not rows:
+        emit("no live runners")
+    for row in rows:
+        held = ", ".join(row["deliveries"]) or "-"
+        emit(
+            f"{row['name']}  {row['host']}  pid {row['pid']}  "
+            f"heartbeat {row['heartbeat']} ({row['age_s']:.1f}s ago)  holds {held}"
+        )
+    return 0

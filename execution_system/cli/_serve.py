@@ -15,6 +15,7 @@ import functools
 import json
 import signal
 import sys
+import time
 from typing import Any
 
 from contracts import ErrorCode, ExecsysError, error
@@ -22,6 +23,8 @@ from execution_system.cli._output import emit, terminal_safe
 
 POLL_S = 0.25
 """How long an idle runner waits before looking for queued work again."""
+BEAT_S = 2.0
+"""How often a runner records its heartbeat."""
 
 
 class Server:
@@ -40,13 +43,30 @@ class Server:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
+        started = time.time()
+        self.host.runner_heartbeat(self.name, started)
+        beat = time.monotonic()
         while not self.stopping.is_set():
             self.claim()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), POLL_S)
-        if self.tasks:
-            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+            if time.monotonic() - beat >= BEAT_S:
+                self.beat(started)
+                beat = time.monotonic()
+        while self.tasks:
+            await asyncio.wait(list(self.tasks.values()), timeout=BEAT_S)
+            self.beat(started)
+        self.host.runner_gone(self.name)
         return 0
+
+    def beat(self, started: float) -> None:
+        """Record the heartbeat; a store failure is reported and the runner goes on."""
+        try:
+            self.host.runner_heartbeat(self.name, started)
+        except ExecsysError as exc:
+            self.failed(exc)
+        except Exception as exc:
+            self.failed(_mapped(exc))
 
     def claim(self) -> None:
         """Start driving queued deliveries while this runner has room."""

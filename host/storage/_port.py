@@ -71,6 +71,23 @@ class ListedDelivery(TypedDict):
     """Last change (epoch seconds)."""
 
 
+class RunnerRow(TypedDict):
+    """One runner process (``execsys serve``) as its heartbeat row shows it."""
+
+    name: str
+    """The runner's name (``--name``)."""
+    host: str
+    """The machine it runs on."""
+    pid: int
+    """Its process id there."""
+    started: float
+    """When it started (epoch seconds)."""
+    heartbeat: float
+    """Its last heartbeat (epoch seconds)."""
+    deliveries: list[str]
+    """The deliveries whose unexpired leases its process holds."""
+
+
 class LeaseRow(NamedTuple):
     """A delivery's lease as stored."""
 
@@ -228,6 +245,18 @@ class Storage(Protocol):
 
     def queued(self, limit: int) -> list[str]:
         """Up to ``limit`` ``queued`` deliveries, longest waiting first (candidates to claim)."""
+        ...
+
+    def beat_runner(self, name: str, host: str, pid: int, started: float) -> None:
+        """Record a runner's heartbeat now (its row is created on the first beat)."""
+        ...
+
+    def drop_runner(self, name: str) -> None:
+        """Remove a runner's row (it stopped cleanly)."""
+        ...
+
+    def runners(self) -> list[RunnerRow]:
+        """Every runner row, by name, with the deliveries its process holds leases on."""
         ...
 
     def page_deliveries(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 
 import pytest
 
@@ -44,6 +45,11 @@ def test_sigterm_lets_the_step_in_flight_finish_and_releases_the_lease(fleet: Fl
     runner = fleet.serve("a")
     try:
         wait_until(lambda: (delivery, "slow", "1", "1", "1") in fleet.turns(), what="slow step")
+        listed = fleet.cli("runners", "--json")
+        assert listed.returncode == 0, listed.stderr
+        [row] = json.loads(listed.stdout)["runners"]
+        assert (row["name"], row["pid"], row["deliveries"]) == ("a", runner.pid, [delivery])
+        assert row["host"] == socket.gethostname()
         runner.send_signal(signal.SIGTERM)
         fleet.release.touch()
         code = runner.wait(timeout=120)
@@ -54,6 +60,8 @@ def test_sigterm_lets_the_step_in_flight_finish_and_releases_the_lease(fleet: Fl
     assert fleet.statuses() == {delivery: "completed"}
     inspected = json.loads(fleet.cli("inspect", delivery, "--json").stdout)
     assert inspected["lease"]["state"] == "released"
+    assert json.loads(fleet.cli("runners", "--json").stdout) == {"runners": []}
+    assert fleet.cli("runners").stdout == "no live runners\n"
 
 
 def test_a_runner_started_on_an_idle_store_exits_0_on_sigint(fleet: Fleet) -> None:

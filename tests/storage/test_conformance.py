@@ -132,6 +132,25 @@ def test_queued_deliveries_are_listed_oldest_first_and_claimed_once(
     assert storage.queued(10) == ["d-1"]
 
 
+def test_runner_heartbeats_list_the_leases_their_process_holds(
+    storage: Storage, connect: Connect
+) -> None:
+    _admit(storage, "d-1")
+    _admit(storage, "d-2")
+    with storage.lease_transaction() as tx:
+        tx.put_lease("d-1", "m1:41:abc", 1, time.time() + 60)
+        tx.put_lease("d-2", "m1:4:abc", 1, time.time() + 60)  # another pid, not a prefix match
+    storage.beat_runner("r1", "m1", 41, 1000.0)
+    first = connect().runners()
+    storage.beat_runner("r1", "m1", 41, 1000.0)
+    [row] = connect().runners()
+    assert (row["name"], row["host"], row["pid"], row["started"]) == ("r1", "m1", 41, 1000.0)
+    assert row["deliveries"] == ["d-1"]
+    assert row["heartbeat"] >= first[0]["heartbeat"]
+    storage.drop_runner("r1")
+    assert connect().runners() == []
+
+
 def test_records_are_stored_once_per_digest(storage: Storage) -> None:
     digest, body = _record({"same": True})
     _admit(storage)
