@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 class DeliveryStatus(StrEnum):
     """The one closed set of delivery statuses."""
 
+    QUEUED = "queued"
     RUNNING = "running"
     SUSPENDED = "suspended"
     WAITING = "waiting"

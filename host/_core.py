@@ -143,6 +143,13 @@ class HostCore:
     def runnable(self, delivery_id: str) -> None:
         """Refuse work on a delivery that is stopped, in intervention, or ended."""
         status = self.status(delivery_id).status
+        if status is DeliveryStatus.QUEUED:
+            raise error(
+                ErrorCode.DELIVERY_NOT_RUNNABLE,
+                "the delivery is queued for a runner",
+                path=delivery_id,
+                expected="a runner to take it ('execsys serve'), or 'execsys stop'",
+            )
         if status in NOT_RUNNABLE:
             raise error(
                 ErrorCode.DELIVERY_NOT_RUNNABLE,

@@ -18,6 +18,7 @@ from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host._core import HostCore, first_input
 from host._flow import unfired_barriers
 from host._interrupted import interrupted_attempts, reap_interrupted, redispatch
+from host._queued import queue_request
 from host._restart import restart_from_savepoint
 from host._stop import NOT_STOPPABLE
 from host._stop_requests import clear_stop
@@ -35,24 +36,56 @@ async def recover(
     result: Any = None,
     fail: bool = False,
     savepoint: str | None = None,
+    queue: bool = False,
 ) -> StatusReport:
-    """Apply one recovery directive: continue, intervene or restart-from-savepoint."""
+    """Apply one recovery directive: continue, intervene or restart-from-savepoint.
+
+    With ``queue`` the directive is recorded (the delivery becomes ``queued``)
+    and the runner that claims it applies it, as :func:`apply`.
+    """
     async with host.lock(delivery_id):
         delivery = host.delivery(delivery_id)
         token = host.leases.acquire(delivery_id, wait_s=5.0)
         try:
             kind = _kind(directive)
-            if kind is RecoveryDirective.CONTINUE:
-                await _continue(host, delivery, token, actor, reason)
-            elif kind is RecoveryDirective.INTERVENE:
-                await _intervene(host, delivery, token, actor, reason, node, result, fail)
-            elif kind is RecoveryDirective.RESTART_FROM_SAVEPOINT:
-                await restart_from_savepoint(host, delivery, token, actor, reason, savepoint)
+            status = host.status(delivery_id).status
+            if status is DeliveryStatus.QUEUED or (queue and status in NOT_STOPPABLE):
+                raise error(
+                    ErrorCode.DIRECTIVE_NOT_APPLICABLE,
+                    f"the delivery is {status.value}",
+                    path=delivery_id,
+                    expected="a delivery that has not ended and is not queued",
+                )
+            request: dict[str, Any] = {"directive": kind.value, "actor": actor, "reason": reason}
+            request.update(node=node, result=result, fail=fail, savepoint=savepoint)
+            if queue:
+                queue_request(host, delivery_id, "recover", request)
             else:
-                assert_never(kind)
+                await apply(host, delivery, token, request)
         finally:
             host.leases.release(delivery_id)
     return host.status(delivery_id)
+
+
+async def apply(
+    host: HostCore,
+    delivery: AdmittedDelivery,
+    token: int,
+    request: dict[str, Any],
+    was: str | None = None,
+) -> None:
+    """Apply a directive under ``token``; ``was`` is the status it was queued from."""
+    kind, actor, reason = _kind(request["directive"]), request["actor"], request["reason"]
+    if kind is RecoveryDirective.CONTINUE:
+        await _continue(host, delivery, token, actor, reason, was)
+    elif kind is RecoveryDirective.INTERVENE:
+        node, result, fail = request["node"], request["result"], request["fail"]
+        await _intervene(host, delivery, token, actor, reason, node, result, fail)
+    elif kind is RecoveryDirective.RESTART_FROM_SAVEPOINT:
+        savepoint = request["savepoint"]
+        await restart_from_savepoint(host, delivery, token, actor, reason, savepoint)
+    else:
+        assert_never(kind)
 
 
 def _kind(directive: RecoveryDirective | str) -> RecoveryDirective:
@@ -103,7 +136,12 @@ async def _restore_verified(host: HostCore, delivery_id: str, savepoint: str) ->
 
 
 async def _continue(
-    host: HostCore, delivery: AdmittedDelivery, token: int, actor: str, reason: str
+    host: HostCore,
+    delivery: AdmittedDelivery,
+    token: int,
+    actor: str,
+    reason: str,
+    was: str | None = None,
 ) -> None:
     did = delivery.delivery_id
     row = host.store.delivery(did)
@@ -149,7 +187,7 @@ async def _continue(
         wake.setdefault(node, value)
     for barrier in unfired_barriers(delivery, values):
         wake[barrier] = {}
-    status = row["status"]
+    status = was or row["status"]
     if not wake and not woken and status == DeliveryStatus.INTERVENTION:
         raise error(
             ErrorCode.DIRECTIVE_NOT_APPLICABLE,

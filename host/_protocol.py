@@ -20,20 +20,64 @@ class CoordinatorHost(Protocol):
         """Admit the delivery into the Host's store and run it to its next stop."""
         ...
 
+    async def submit(
+        self, delivery: AdmittedDelivery, *, seed: str | None = None, created_by: str = "runner"
+    ) -> StatusReport:
+        """Admit the delivery into the Host's store as ``queued``, running nothing of it."""
+        ...
+
+    def queued_deliveries(self, limit: int) -> list[str]:
+        """Up to ``limit`` queued deliveries, longest waiting first (claim candidates)."""
+        ...
+
+    async def drive_queued(self, delivery_id: str) -> StatusReport | None:
+        """Claim a queued delivery and drive it to its next stop; None if it was not claimed."""
+        ...
+
+    def runner_heartbeat(self, name: str, started: float) -> None:
+        """Record that the runner ``name`` (this process) is alive now."""
+        ...
+
+    def runner_gone(self, name: str) -> None:
+        """Remove the runner ``name``'s heartbeat row (it stopped cleanly)."""
+        ...
+
+    def runners(self) -> list[dict[str, Any]]:
+        """The live runners: name, host, pid, start, last heartbeat, deliveries held."""
+        ...
+
     async def answer(
-        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+        self,
+        delivery_id: str,
+        correlation: str,
+        response: Any,
+        *,
+        actor: str | None = None,
+        queue: bool = False,
     ) -> StatusReport:
         """Continue the action-input suspension ``correlation`` with ``response``.
 
         ``actor`` names who answered (an agent, journaled as automation); without it
-        the answer is journaled as the Host's own.
+        the answer is journaled as the Host's own. With ``queue`` the answer is
+        checked and recorded, and the delivery becomes ``queued`` for a runner.
         """
         ...
 
     async def resolve(
-        self, delivery_id: str, node: str, actor: str, role: str, result: Any
+        self,
+        delivery_id: str,
+        node: str,
+        actor: str,
+        role: str,
+        result: Any,
+        *,
+        queue: bool = False,
     ) -> StatusReport:
-        """Record an admitted actor's resolution of the workflow wait at ``node``."""
+        """Record an admitted actor's resolution of the workflow wait at ``node``.
+
+        With ``queue`` (as for :meth:`answer`) it is checked and recorded, and the
+        delivery becomes ``queued`` for a runner to drive.
+        """
         ...
 
     async def stop(
@@ -58,8 +102,12 @@ class CoordinatorHost(Protocol):
         result: Any = None,
         fail: bool = False,
         savepoint: str | None = None,
+        queue: bool = False,
     ) -> StatusReport:
-        """Apply a recovery directive: continue, restart-from-savepoint or intervene."""
+        """Apply a recovery directive: continue, restart-from-savepoint or intervene.
+
+        With ``queue`` the directive is recorded and a runner (``execsys serve``) applies it.
+        """
         ...
 
     async def cancel(

@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import time
 from typing import Any
 
 from contracts import AdmittedDelivery, ErrorCode, canonical_bytes, error
 from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host import _health, _stop
 from host._core import HostCore, first_input
+from host._queued import queue_request
 from host._resumes import check_resolution, match_correlation
 from host._views import ORPHANED_DIRECTIVES, inspect_report, list_report, status_report
 from host._views import _iso as iso_time
+
+LIVE_S = 10.0
+"""A runner whose heartbeat is older than this is not listed as live (it beats every 2 s)."""
 
 
 class WorkflowHost(HostCore):
@@ -34,79 +41,177 @@ class WorkflowHost(HostCore):
         """Admit ``delivery`` into the store and run it to its next stop."""
         did = delivery.delivery_id
         async with self.lock(did):
-            if self.store.delivery(did) is not None:
-                raise error(
-                    ErrorCode.DELIVERY_EXISTS,
-                    "this delivery was already started",
-                    path=did,
-                    expected="'execsys status' or 'execsys recover'",
-                )
-            token = self.leases.acquire(did)
+            token = self._refuse_known(did)
             try:
-                head = await asyncio.to_thread(self.custody.open, delivery.delivery_id, seed)
-                with self.leases.transaction(did) as tx:
-                    tx.insert_delivery(
-                        did,
-                        delivery.graph.graph,
-                        delivery.graph_digest,
-                        delivery.digest,
-                        canonical_bytes(delivery.model_dump(mode="json")),
-                    )
-                    self.journals.create(tx, delivery, created_by)
+                head = await self._admit(delivery, seed, created_by, queued=False)
                 ctx = self.context(delivery)
                 await self.drive(delivery, first_input(delivery, head, ctx), token, ctx)
             finally:
                 self.leases.release(did)
         return self.status(did)
 
-    async def answer(
-        self, delivery_id: str, correlation: str, response: Any, *, actor: str | None = None
+    async def submit(
+        self, delivery: AdmittedDelivery, *, seed: str | None = None, created_by: str = "runner"
     ) -> StatusReport:
-        """Continue a suspended action with the answer to its question (action-input)."""
+        """Admit ``delivery`` into the store as ``queued``: a runner fleet drives it later.
+
+        Custody is opened and the journal header written, as for :meth:`run`;
+        the status row keeps the custody head the first step starts from.
+        """
+        did = delivery.delivery_id
+        async with self.lock(did):
+            self._refuse_known(did)
+            try:
+                await self._admit(delivery, seed, created_by, queued=True)
+            finally:
+                self.leases.release(did)
+        return self.status(did)
+
+    def queued_deliveries(self, limit: int) -> list[str]:
+        """Up to ``limit`` queued deliveries, longest waiting first (claim candidates)."""
+        return self.store.queued(limit)
+
+    async def drive_queued(self, delivery_id: str) -> StatusReport | None:
+        """Claim a queued delivery and drive it to its next stop; None if not claimed."""
+        from host import _queue  # lazy: only runners load the operation
+
+        return await _queue.drive_queued(self, delivery_id)
+
+    def runner_heartbeat(self, name: str, started: float) -> None:
+        """Record that the runner ``name`` (this process) is alive now."""
+        self.store.beat_runner(name, socket.gethostname(), os.getpid(), started)
+
+    def runner_gone(self, name: str) -> None:
+        """Remove the runner ``name``'s heartbeat row (it stopped cleanly)."""
+        self.store.drop_runner(name)
+
+    def runners(self, *, live_s: float = LIVE_S) -> list[dict[str, Any]]:
+        """Runners whose last heartbeat is at most ``live_s`` old, with the deliveries they hold."""
+        now = time.time()
+        return [
+            {
+                **row,
+                "started": iso_time(row["started"]),
+                "heartbeat": iso_time(row["heartbeat"]),
+                "age_s": round(max(0.0, now - row["heartbeat"]), 3),
+            }
+            for row in self.store.runners()
+            if now - row["heartbeat"] <= live_s
+        ]
+
+    def _refuse_known(self, did: str) -> int:
+        """Refuse a delivery already in the store; otherwise take its lease."""
+        if self.store.delivery(did) is not None:
+            raise error(
+                ErrorCode.DELIVERY_EXISTS,
+                "this delivery was already started",
+                path=did,
+                expected="'execsys status' or 'execsys recover'",
+            )
+        return self.leases.acquire(did)
+
+    async def _admit(
+        self, delivery: AdmittedDelivery, seed: str | None, created_by: str, *, queued: bool
+    ) -> str:
+        """Open custody, store the delivery and its journal header; return the custody head."""
+        did = delivery.delivery_id
+        head = await asyncio.to_thread(self.custody.open, did, seed)
+        with self.leases.transaction(did) as tx:
+            tx.insert_delivery(
+                did,
+                delivery.graph.graph,
+                delivery.graph_digest,
+                delivery.digest,
+                canonical_bytes(delivery.model_dump(mode="json")),
+            )
+            self.journals.create(tx, delivery, created_by)
+            if queued:
+                detail = {"message": "queued for a runner", "queued_head": head}
+                tx.set_status(did, DeliveryStatus.QUEUED.value, None, detail, None)
+        return str(head)
+
+    async def answer(
+        self,
+        delivery_id: str,
+        correlation: str,
+        response: Any,
+        *,
+        actor: str | None = None,
+        queue: bool = False,
+    ) -> StatusReport:
+        """Continue a suspended action with the answer to its question (action-input).
+
+        With ``queue`` the answer is checked and recorded, and a runner drives it.
+        """
         async with self.lock(delivery_id):
             delivery = self.delivery(delivery_id)
             token = self.leases.acquire(delivery_id, wait_s=10.0)
             try:
-                values = await self.values(delivery)
-                known = (values.get("correlations") or {}).get(correlation)
-                if known != "answered":
-                    self.runnable(delivery_id)
-                node = match_correlation(delivery_id, values, correlation)
-                wake = {
-                    "wake": {
-                        node: {"correlation": correlation, "response": response, "actor": actor}
-                    },
-                    "correlations": {correlation: "answered"},
-                    "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
-                }
-                await self.drive(delivery, wake, token)
+                wake = await self.answer_wake(delivery, correlation, response, actor)
+                if queue:
+                    request = {"correlation": correlation, "response": response, "actor": actor}
+                    queue_request(self, delivery_id, "answer", request)
+                else:
+                    await self.drive(delivery, wake, token)
             finally:
                 self.leases.release(delivery_id)
         return self.status(delivery_id)
 
+    async def answer_wake(
+        self, delivery: AdmittedDelivery, correlation: str, response: Any, actor: str | None
+    ) -> dict[str, Any]:
+        """The checked input that continues a suspension with its answer (lease held)."""
+        did = delivery.delivery_id
+        values = await self.values(delivery)
+        known = (values.get("correlations") or {}).get(correlation)
+        if known != "answered":
+            self.runnable(did)
+        node = match_correlation(did, values, correlation)
+        return {
+            "wake": {node: {"correlation": correlation, "response": response, "actor": actor}},
+            "correlations": {correlation: "answered"},
+            "run": {"status": "running", "outcome": "", "message": f"answer for '{node}'"},
+        }
+
     async def resolve(
-        self, delivery_id: str, node: str, actor: str, role: str, result: Any
+        self,
+        delivery_id: str,
+        node: str,
+        actor: str,
+        role: str,
+        result: Any,
+        *,
+        queue: bool = False,
     ) -> StatusReport:
-        """Record an admitted actor's resolution of a pending workflow wait."""
+        """Record an admitted actor's resolution of a pending workflow wait.
+
+        With ``queue`` the resolution is checked and recorded, and a runner drives it.
+        """
         async with self.lock(delivery_id):
             delivery = self.delivery(delivery_id)
             token = self.leases.acquire(delivery_id, wait_s=10.0)
             try:
-                self.runnable(delivery_id)
-                values = await self.values(delivery)
-                check_resolution(delivery, values, node, actor, role, result)
-                wake = {
-                    "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
-                    "run": {
-                        "status": "running",
-                        "outcome": "",
-                        "message": f"{actor} resolved '{node}'",
-                    },
-                }
-                await self.drive(delivery, wake, token)
+                wake = await self.resolve_wake(delivery, node, actor, role, result)
+                if queue:
+                    request = {"node": node, "actor": actor, "role": role, "result": result}
+                    queue_request(self, delivery_id, "resolve", request)
+                else:
+                    await self.drive(delivery, wake, token)
             finally:
                 self.leases.release(delivery_id)
         return self.status(delivery_id)
+
+    async def resolve_wake(
+        self, delivery: AdmittedDelivery, node: str, actor: str, role: str, result: Any
+    ) -> dict[str, Any]:
+        """The checked input that resolves the wait at ``node`` (lease held)."""
+        self.runnable(delivery.delivery_id)
+        values = await self.values(delivery)
+        check_resolution(delivery, values, node, actor, role, result)
+        return {
+            "wake": {node: {"approval": {"actor": actor, "role": role, "result": result}}},
+            "run": {"status": "running", "outcome": "", "message": f"{actor} resolved '{node}'"},
+        }
 
     async def stop(
         self,
@@ -130,8 +235,12 @@ class WorkflowHost(HostCore):
         result: Any = None,
         fail: bool = False,
         savepoint: str | None = None,
+        queue: bool = False,
     ) -> StatusReport:
-        """Apply a recovery directive (continue, restart-from-savepoint, intervene)."""
+        """Apply a recovery directive (continue, restart-from-savepoint, intervene).
+
+        With ``queue`` the directive is recorded and a runner applies it.
+        """
         from host import _directives  # lazy: reading commands never load the operation
 
         return await _directives.recover(
@@ -144,6 +253,7 @@ class WorkflowHost(HostCore):
             result=result,
             fail=fail,
             savepoint=savepoint,
+            queue=queue,
         )
 
     async def cancel(

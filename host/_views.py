@@ -88,6 +88,7 @@ def list_report(store: Storage) -> list[dict[str, Any]]:
 
 
 _DIRECTIVES: dict[str, list[str]] = {
+    "queued": ["stop", "cancel"],
     "running": ["stop"],
     "suspended": ["input", "stop"],
     "waiting": ["resolve", "stop"],

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from contracts import ExecsysError
-from execution_system.cli._options import add_lease_ttl
+from execution_system.cli._options import add_lease_ttl, add_queue
 from execution_system.cli._output import emit, emit_json, terminal_safe
 
 
-def _store(parser: argparse.ArgumentParser) -> None:
+def add_store(parser: argparse.ArgumentParser) -> None:
+    """``--store``, ``--config`` and ``--json``."""
     parser.add_argument(
         "--store",
         metavar="URL",
@@ -27,35 +28,26 @@ def _store(parser: argparse.ArgumentParser) -> None:
 def register(commands: Any) -> None:
     """Add the delivery commands."""
     run = commands.add_parser("run", help="admit a delivery and run it to its next stop")
-    run.add_argument("spec", metavar="SPEC", help="control-graph spec (YAML or JSON)")
-    run.add_argument("--input", metavar="FILE", help="delivery input (YAML/JSON file, or -)")
-    run.add_argument("--authority", metavar="FILE", help="authority policy (YAML)")
-    run.add_argument("--seed", metavar="DIR", help="copy DIR into the delivery's workspace")
-    run.add_argument(
-        "--key",
-        metavar="KEY",
-        help="idempotency key: the same spec, input and key name the same delivery",
-    )
-    _store(run)
-    add_lease_ttl(run)
+    add_admission(run)
     run.set_defaults(handler=_run)
 
     status = commands.add_parser("status", help="one delivery's status, or all deliveries")
     status.add_argument("delivery", metavar="DELIVERY", nargs="?", help="delivery id")
-    _store(status)
+    add_store(status)
     status.set_defaults(handler=_status)
 
     inspect = commands.add_parser("inspect", help="status, node states, attempts and heads")
     inspect.add_argument("delivery", metavar="DELIVERY", help="delivery id")
-    _store(inspect)
+    add_store(inspect)
     inspect.set_defaults(handler=_inspect)
 
     answer = commands.add_parser("input", help="answer a pending action-input question")
     answer.add_argument("delivery", metavar="DELIVERY", help="delivery id")
     answer.add_argument("--correlation", required=True, metavar="ID", help="the question's id")
     answer.add_argument("--response", required=True, metavar="FILE", help="answer (file or -)")
-    _store(answer)
+    add_store(answer)
     add_lease_ttl(answer)
+    add_queue(answer)
     answer.set_defaults(handler=_input)
 
     resolve = commands.add_parser("resolve", help="resolve a pending workflow wait")
@@ -64,8 +56,9 @@ def register(commands: Any) -> None:
     resolve.add_argument("--actor", required=True, metavar="ACTOR", help="who resolves")
     resolve.add_argument("--role", required=True, metavar="ROLE", help="under which role")
     resolve.add_argument("--result", required=True, metavar="FILE", help="result (file or -)")
-    _store(resolve)
+    add_store(resolve)
     add_lease_ttl(resolve)
+    add_queue(resolve)
     resolve.set_defaults(handler=_resolve)
 
 
@@ -127,7 +120,11 @@ def print_status(report: Any, as_json: bool, *, drove: bool = True) -> int:
     return 1 if report.status.value in {"failed", "intervention"} else 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def admitted_from_args(args: argparse.Namespace) -> tuple[Any, Path]:
+    """Validate ``run``/``submit`` arguments and admit the delivery they name.
+
+    Returns the admitted delivery and the folder its executor commands resolve from.
+    """
     from contracts import digest_of
     from execution_system import admit, load_document, load_graph, parse_authority
     from execution_system._compose import (
@@ -135,7 +132,6 @@ def _run(args: argparse.Namespace) -> int:
         factory_config,
         lease_ttl_s,
         load_runner_config,
-        open_runner,
     )
     from host import OPERATIONS
 
@@ -156,13 +152,31 @@ def _run(args: argparse.Namespace) -> int:
         operations=frozenset(OPERATIONS),
         nonce=nonce,
     )
+    return delivery, cfg_path.parent.absolute() if cfg_path else spec.parent
+
+
+def add_admission(parser: argparse.ArgumentParser) -> None:
+    """The arguments ``run`` and ``submit`` share."""
+    parser.add_argument("spec", metavar="SPEC", help="control-graph spec (YAML or JSON)")
+    parser.add_argument("--input", metavar="FILE", help="delivery input (YAML/JSON file, or -)")
+    parser.add_argument("--authority", metavar="FILE", help="authority policy (YAML)")
+    parser.add_argument("--seed", metavar="DIR", help="copy DIR into the delivery's workspace")
+    parser.add_argument(
+        "--key",
+        metavar="KEY",
+        help="idempotency key: the same spec, input and key name the same delivery",
+    )
+    add_store(parser)
+    add_lease_ttl(parser)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from execution_system._compose import open_runner
+
+    delivery, executors_dir = admitted_from_args(args)
     from execution_system.cli._progress import follow, wanted
 
-    runner = open_runner(
-        args.store,
-        cfg_path.parent.absolute() if cfg_path else spec.parent,
-        lease_ttl=args.lease_ttl,
-    )
+    runner = open_runner(args.store, executors_dir, lease_ttl=args.lease_ttl)
     try:
         report = asyncio.run(
             follow(
@@ -294,13 +308,13 @@ def _input(args: argparse.Namespace) -> int:
             follow(
                 runner.host,
                 args.delivery,
-                runner.host.answer(args.delivery, args.correlation, response),
-                enabled=wanted(args.json),
+                runner.host.answer(args.delivery, args.correlation, response, queue=args.queue),
+                enabled=wanted(args.json) and not args.queue,
             )
         )
     finally:
         runner.close()
-    return print_status(report, args.json)
+    return print_status(report, args.json, drove=not args.queue)
 
 
 def _resolve(args: argparse.Namespace) -> int:
@@ -320,10 +334,12 @@ def _resolve(args: argparse.Namespace) -> int:
             follow(
                 runner.host,
                 args.delivery,
-                runner.host.resolve(args.delivery, args.node, args.actor, args.role, result),
-                enabled=wanted(args.json),
+                runner.host.resolve(
+                    args.delivery, args.node, args.actor, args.role, result, queue=args.queue
+                ),
+                enabled=wanted(args.json) and not args.queue,
             )
         )
     finally:
         runner.close()
-    return print_status(report, args.json)
+    return print_status(report, args.json, drove=not args.queue)

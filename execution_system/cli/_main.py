@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         _audit,
         _delivery,
         _demo,
+        _fleet,
         _goal,
         _graph,
         _journal,
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     _graph.register(commands)
     _delivery.register(commands)
+    _fleet.register(commands)
     _journal.register(commands)
     _audit.register_keys(commands)
     _operator.register(commands)

@@ -7,7 +7,7 @@ import asyncio
 import getpass
 from typing import Any
 
-from execution_system.cli._options import add_lease_ttl
+from execution_system.cli._options import add_lease_ttl, add_queue
 from execution_system.cli._output import emit, emit_json
 
 
@@ -48,6 +48,7 @@ def register(commands: Any) -> None:
     group.add_argument("--result", metavar="FILE", help="intervene: the node's outputs")
     group.add_argument("--fail", action="store_true", help="intervene: mark the node failed")
     recover.add_argument("--reason", required=True, metavar="TEXT", help="why (journaled)")
+    add_queue(recover)
     recover.set_defaults(handler=_recover)
 
     retire = commands.add_parser("retire", help="delete a finished delivery's thread, keep a fact")
@@ -125,10 +126,11 @@ def _recover(args: argparse.Namespace) -> int:
             result=result,
             fail=args.fail,
             savepoint=args.savepoint,
+            queue=args.queue,
         ),
-        progress=True,
+        progress=not args.queue,
     )
-    return print_status(report, args.json)
+    return print_status(report, args.json, drove=not args.queue)
 
 
 def _retire(args: argparse.Namespace) -> int:

@@ -6,6 +6,13 @@ sub-package each (``host.storage.sqlite``) and hold all of their SQL; this
 package imports no database driver and no LangGraph (import-linter enforces it).
 """
 
-from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, Storage, StorageTx
+from host.storage._port import (
+    DeliveryRow,
+    LeaseRow,
+    ListedDelivery,
+    RunnerRow,
+    Storage,
+    StorageTx,
+)
 
-__all__ = ["DeliveryRow", "LeaseRow", "ListedDelivery", "Storage", "StorageTx"]
+__all__ = ["DeliveryRow", "LeaseRow", "ListedDelivery", "RunnerRow", "Storage", "StorageTx"]

@@ -71,6 +71,23 @@ class ListedDelivery(TypedDict):
     """Last change (epoch seconds)."""
 
 
+class RunnerRow(TypedDict):
+    """One runner process (``execsys serve``) as its heartbeat row shows it."""
+
+    name: str
+    """The runner's name (``--name``)."""
+    host: str
+    """The machine it runs on."""
+    pid: int
+    """Its process id there."""
+    started: float
+    """When it started (epoch seconds)."""
+    heartbeat: float
+    """Its last heartbeat (epoch seconds)."""
+    deliveries: list[str]
+    """The deliveries whose unexpired leases its process holds."""
+
+
 class LeaseRow(NamedTuple):
     """A delivery's lease as stored."""
 
@@ -132,6 +149,15 @@ class StorageTx(Protocol):
         checkpoint: str | None,
     ) -> None:
         """Update the derived status (``checkpoint`` None keeps the stored one)."""
+        ...
+
+    def claim_queued(self, delivery: str, message: str) -> bool:
+        """Move a ``queued`` delivery to ``running`` with ``message``; False if it is not queued.
+
+        Run in the claimer's fenced lease transaction: of several runners racing
+        for one queued delivery, the lease lets one in at a time and the status
+        condition lets only the first of them claim it.
+        """
         ...
 
     # --- records ---------------------------------------------------------------------
@@ -215,6 +241,22 @@ class Storage(Protocol):
 
     def deliveries(self) -> list[ListedDelivery]:
         """Every delivery, latest change first."""
+        ...
+
+    def queued(self, limit: int) -> list[str]:
+        """Up to ``limit`` ``queued`` deliveries, longest waiting first (candidates to claim)."""
+        ...
+
+    def beat_runner(self, name: str, host: str, pid: int, started: float) -> None:
+        """Record a runner's heartbeat now (its row is created on the first beat)."""
+        ...
+
+    def drop_runner(self, name: str) -> None:
+        """Remove a runner's row (it stopped cleanly)."""
+        ...
+
+    def runners(self) -> list[RunnerRow]:
+        """Every runner row, by name, with the deliveries its process holds leases on."""
         ...
 
     def page_deliveries(

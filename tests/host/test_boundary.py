@@ -42,6 +42,12 @@ def test_the_host_capability_exposes_no_admission_or_substrate_types() -> None:
     members = {name for name, _ in inspect.getmembers(CoordinatorHost) if not name.startswith("_")}
     assert members == {
         "run",
+        "submit",
+        "queued_deliveries",
+        "drive_queued",
+        "runner_heartbeat",
+        "runner_gone",
+        "runners",
         "answer",
         "resolve",
         "status",

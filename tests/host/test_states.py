@@ -27,7 +27,7 @@ def test_the_status_subsets_mean_what_their_rules_say() -> None:
     assert HALTED - {S.RETIRED} == NOT_RUNNABLE
     assert FINISHED | {S.STOPPED} == RETIRABLE
     # Every status that is not halted can still run a step.
-    assert set(S) - HALTED == {S.RUNNING, S.SUSPENDED, S.WAITING}
+    assert set(S) - HALTED == {S.QUEUED, S.RUNNING, S.SUSPENDED, S.WAITING}
 
 
 def test_directives_are_the_cli_choices() -> None:

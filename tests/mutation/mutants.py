@@ -239,8 +239,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "input-answer-on-halted-delivery",
         "an answer is accepted on a delivery that cannot run",
         SERVICE_PY,
-        '                if known != "answered":\n                    self.runnable(delivery_id)',
-        "                pass",
+        '        if known != "answered":\n            self.runnable(did)',
+        "        pass",
         WAITS,
     ),
     Mutant(

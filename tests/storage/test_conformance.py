@@ -110,6 +110,47 @@ def test_status_detail_and_listing(storage: Storage) -> None:
 # --- records ---------------------------------------------------------------------------
 
 
+def test_queued_deliveries_are_listed_oldest_first_and_claimed_once(
+    storage: Storage, connect: Connect
+) -> None:
+    for name in ("d-1", "d-2", "d-3"):
+        _admit(storage, name)
+    with storage.transaction() as tx:
+        for name in ("d-2", "d-1"):
+            tx.set_status(name, "queued", None, {"message": "queued", "keep": 1}, None)
+            time.sleep(0.01)  # distinct change times: d-2 waits longest
+    assert storage.queued(10) == ["d-2", "d-1"]
+    assert storage.queued(1) == ["d-2"]
+    with storage.transaction() as tx:
+        assert tx.claim_queued("d-2", "claimed") is True
+    with connect().transaction() as tx:
+        assert tx.claim_queued("d-2", "again") is False, "a claimed delivery is not queued"
+        assert tx.claim_queued("d-3", "never") is False, "a running delivery is not queued"
+    row = storage.delivery("d-2")
+    assert row is not None
+    assert (row["status"], row["detail"]) == ("running", {"message": "claimed", "keep": 1})
+    assert storage.queued(10) == ["d-1"]
+
+
+def test_runner_heartbeats_list_the_leases_their_process_holds(
+    storage: Storage, connect: Connect
+) -> None:
+    _admit(storage, "d-1")
+    _admit(storage, "d-2")
+    with storage.lease_transaction() as tx:
+        tx.put_lease("d-1", "m1:41:abc", 1, time.time() + 60)
+        tx.put_lease("d-2", "m1:4:abc", 1, time.time() + 60)  # another pid, not a prefix match
+    storage.beat_runner("r1", "m1", 41, 1000.0)
+    first = connect().runners()
+    storage.beat_runner("r1", "m1", 41, 1000.0)
+    [row] = connect().runners()
+    assert (row["name"], row["host"], row["pid"], row["started"]) == ("r1", "m1", 41, 1000.0)
+    assert row["deliveries"] == ["d-1"]
+    assert row["heartbeat"] >= first[0]["heartbeat"]
+    storage.drop_runner("r1")
+    assert connect().runners() == []
+
+
 def test_records_are_stored_once_per_digest(storage: Storage) -> None:
     digest, body = _record({"same": True})
     _admit(storage)

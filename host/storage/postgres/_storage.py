@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +22,7 @@ from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from contracts import ErrorCode, error
-from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
+from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
 from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
 from host.storage.postgres._tx import (
@@ -117,6 +118,19 @@ class PostgresStorage:
                 "ORDER BY updated DESC"
             )
         )
+
+    def queued(self, limit: int) -> list[str]:
+        """Up to ``limit`` ``queued`` deliveries, longest waiting first.
+
+        Rows another runner is claiming right now are skipped, not waited for.
+        """
+        with self.pool.connection() as conn, conn.transaction():
+            rows = conn.execute(
+                "SELECT delivery FROM execsys_deliveries WHERE status = 'queued' "
+                "ORDER BY updated, delivery LIMIT %s FOR UPDATE SKIP LOCKED",
+                (limit,),
+            ).fetchall()
+        return [str(row["delivery"]) for row in rows]
 
     def page_deliveries(
         self,
@@ -219,6 +233,51 @@ class PostgresStorage:
             return None
         r = rows[0]
         return LeaseRow(str(r["holder"]), int(r["token"]), float(r["expires"]))
+
+    # --- runners ----------------------------------------------------------------
+
+    def beat_runner(self, name: str, host: str, pid: int, started: float) -> None:
+        """Record a runner's heartbeat now."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO execsys_runners (name, host, pid, started, heartbeat) "
+                "VALUES (%s, %s, %s, to_timestamp(%s), clock_timestamp()) ON CONFLICT (name) "
+                "DO UPDATE SET host = excluded.host, pid = excluded.pid, "
+                "started = excluded.started, heartbeat = excluded.heartbeat",
+                (name, host, pid, started),
+            )
+
+    def drop_runner(self, name: str) -> None:
+        """Remove a runner's row."""
+        with self.pool.connection() as conn:
+            conn.execute("DELETE FROM execsys_runners WHERE name = %s", (name,))
+
+    def runners(self) -> list[RunnerRow]:
+        """Every runner row, by name, with the deliveries its process holds leases on."""
+        rows = self.read(
+            "SELECT name, host, pid, extract(epoch FROM started)::float8 AS started, "
+            "extract(epoch FROM heartbeat)::float8 AS heartbeat FROM execsys_runners "
+            "ORDER BY name"
+        )
+        leases = self.read(
+            "SELECT delivery, holder FROM execsys_leases WHERE expires > %s ORDER BY delivery",
+            (time.time(),),
+        )
+        listed: list[RunnerRow] = []
+        for r in rows:
+            prefix = f"{r['host']}:{r['pid']}:"
+            held = [str(x["delivery"]) for x in leases if str(x["holder"]).startswith(prefix)]
+            listed.append(
+                RunnerRow(
+                    name=str(r["name"]),
+                    host=str(r["host"]),
+                    pid=int(r["pid"]),
+                    started=float(r["started"]),
+                    heartbeat=float(r["heartbeat"]),
+                    deliveries=held,
+                )
+            )
+        return listed
 
     def close(self) -> None:
         """Close the pool's connections."""

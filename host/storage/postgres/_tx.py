@@ -145,6 +145,16 @@ class PostgresTx:
             (status, outcome, Jsonb(detail), checkpoint, time.time(), delivery),
         )
 
+    def claim_queued(self, delivery: str, message: str) -> bool:
+        """Move a ``queued`` delivery to ``running``; False if it is not queued."""
+        self.cur.execute(
+            "UPDATE execsys_deliveries SET status = 'running', "
+            "detail = jsonb_set(detail, '{message}', to_jsonb(%s::text)), updated = %s "
+            "WHERE delivery = %s AND status = 'queued'",
+            (message, time.time(), delivery),
+        )
+        return self.cur.rowcount == 1
+
     # --- records ------------------------------------------------------------------
 
     def put_record(self, digest: str, body: bytes) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 from urllib.parse import quote
 
 from contracts import ErrorCode, error
-from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
+from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.sqlite._tx import (
     DELIVERY_SQL,
     HEAD_SQL,
@@ -93,6 +94,13 @@ CREATE TABLE IF NOT EXISTS execsys_retirements (
     delivery TEXT PRIMARY KEY,
     authorization TEXT NOT NULL,
     fact BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS execsys_runners (
+    name TEXT PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started REAL NOT NULL,
+    heartbeat REAL NOT NULL
 );
 """
 
@@ -252,6 +260,15 @@ class SqliteStorage:
             )
         )
 
+    def queued(self, limit: int) -> list[str]:
+        """Up to ``limit`` ``queued`` deliveries, longest waiting first."""
+        rows = self.read(
+            "SELECT delivery FROM execsys_deliveries WHERE status = 'queued' "
+            "ORDER BY updated, delivery LIMIT ?",
+            (limit,),
+        )
+        return [str(row[0]) for row in rows]
+
     def page_deliveries(
         self,
         *,
@@ -367,6 +384,53 @@ class SqliteStorage:
         if not rows:
             return None
         return LeaseRow(str(rows[0][0]), int(rows[0][1]), float(rows[0][2]))
+
+    # --- runners ----------------------------------------------------------------
+
+    def beat_runner(self, name: str, host: str, pid: int, started: float) -> None:
+        """Record a runner's heartbeat now."""
+        with self.transaction() as tx:
+            tx.cur.execute(
+                "INSERT INTO execsys_runners (name, host, pid, started, heartbeat) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET host = excluded.host, "
+                "pid = excluded.pid, started = excluded.started, heartbeat = excluded.heartbeat",
+                (name, host, pid, started, time.time()),
+            )
+
+    def drop_runner(self, name: str) -> None:
+        """Remove a runner's row."""
+        with self.transaction() as tx:
+            tx.cur.execute("DELETE FROM execsys_runners WHERE name = ?", (name,))
+
+    def runners(self) -> list[RunnerRow]:
+        """Every runner row, by name, with the deliveries its process holds leases on."""
+        try:
+            rows = self.read(
+                "SELECT name, host, pid, started, heartbeat FROM execsys_runners ORDER BY name"
+            )
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []  # a store no runner has used since the table was added
+            raise
+        leases = self.read(
+            "SELECT delivery, holder FROM execsys_leases WHERE expires > ? ORDER BY delivery",
+            (time.time(),),
+        )
+        listed: list[RunnerRow] = []
+        for name, host, pid, started, heartbeat in rows:
+            prefix = f"{host}:{pid}:"
+            held = [str(d) for d, holder in leases if str(holder).startswith(prefix)]
+            listed.append(
+                RunnerRow(
+                    name=str(name),
+                    host=str(host),
+                    pid=int(pid),
+                    started=float(started),
+                    heartbeat=float(heartbeat),
+                    deliveries=held,
+                )
+            )
+        return listed
 
     def close(self) -> None:
         """Close the connection."""

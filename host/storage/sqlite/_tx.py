@@ -104,6 +104,16 @@ class SqliteTx:
             ),
         )
 
+    def claim_queued(self, delivery: str, message: str) -> bool:
+        """Move a ``queued`` delivery to ``running``; False if it is not queued."""
+        self.cur.execute(
+            "UPDATE execsys_deliveries SET status = 'running', "
+            "detail = json_set(detail, '$.message', ?), updated = ? "
+            "WHERE delivery = ? AND status = 'queued'",
+            (message, time.time(), delivery),
+        )
+        return self.cur.rowcount == 1
+
     # --- records ------------------------------------------------------------------
 
     def put_record(self, digest: str, body: bytes) -> None:

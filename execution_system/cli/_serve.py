@@ -1,0 +1,121 @@
+"""``execsys serve``: a long-running runner that drives queued deliveries.
+
+The runner polls the store for ``queued`` deliveries, claims up to
+``--concurrency`` of them at a time and drives each to its next stop under its
+lease (renewed by the lease manager every TTL/3). SIGTERM or SIGINT stops the
+claiming; the deliveries in hand are driven to their next stop, their leases
+released, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+from contracts import ErrorCode, ExecsysError, error
+from execution_system.cli._output import emit, terminal_safe
+
+POLL_S = 0.25
+"""How long an idle runner waits before looking for queued work again."""
+BEAT_S = 2.0
+"""How often a runner records its heartbeat."""
+
+
+class Server:
+    """One runner's claim loop over a Host."""
+
+    def __init__(self, host: Any, *, concurrency: int, name: str, as_json: bool) -> None:
+        self.host = host
+        self.concurrency = concurrency
+        self.name = name
+        self.as_json = as_json
+        self.stopping = asyncio.Event()
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def main(self) -> int:
+        """Claim and drive until a signal; then finish what is in hand and return 0."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        started = time.time()
+        self.host.runner_heartbeat(self.name, started)
+        beat = time.monotonic()
+        while not self.stopping.is_set():
+            self.claim()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), POLL_S)
+            if time.monotonic() - beat >= BEAT_S:
+                self.beat(started)
+                beat = time.monotonic()
+        while self.tasks:
+            await asyncio.wait(list(self.tasks.values()), timeout=BEAT_S)
+            self.beat(started)
+        self.host.runner_gone(self.name)
+        return 0
+
+    def beat(self, started: float) -> None:
+        """Record the heartbeat; a store failure is reported and the runner goes on."""
+        try:
+            self.host.runner_heartbeat(self.name, started)
+        except ExecsysError as exc:
+            self.failed(exc)
+        except Exception as exc:
+            self.failed(_mapped(exc))
+
+    def claim(self) -> None:
+        """Start driving queued deliveries while this runner has room."""
+        room = self.concurrency - len(self.tasks)
+        if room <= 0:
+            return
+        for delivery in self.host.queued_deliveries(room + len(self.tasks)):
+            if delivery in self.tasks or len(self.tasks) >= self.concurrency:
+                continue
+            task = asyncio.ensure_future(self.drive(delivery))
+            self.tasks[delivery] = task
+            task.add_done_callback(functools.partial(self.done, delivery))
+
+    def done(self, delivery: str, _task: asyncio.Task[None]) -> None:
+        """Forget a delivery this runner no longer drives."""
+        self.tasks.pop(delivery, None)
+
+    async def drive(self, delivery: str) -> None:
+        """Drive one delivery; report its stop on stdout, a failure as one line on stderr."""
+        try:
+            report = await self.host.drive_queued(delivery)
+        except ExecsysError as exc:
+            self.failed(exc)
+            return
+        except Exception as exc:  # a store failure must not end the runner
+            self.failed(_mapped(exc))
+            return
+        if report is None:
+            return  # another runner claimed it first
+        if self.as_json:
+            emit(json.dumps({"runner": self.name, **report.public()}, sort_keys=True))
+        else:
+            emit(f"{self.name}: delivery {report.delivery}: {report.status.value}")
+
+    def failed(self, exc: ExecsysError) -> None:
+        """Say on stderr why a delivery was not driven (the runner goes on)."""
+        sys.stderr.write(f"execsys: {terminal_safe(exc.one_line())}\n")
+        sys.stderr.flush()
+
+
+def _mapped(exc: Exception) -> ExecsysError:
+    if type(exc).__module__.startswith("psycopg"):
+        from host.storage.postgres import driver_failure
+
+        mapped = driver_failure(exc, "")
+        if mapped is not None:
+            return mapped
+    return error(
+        ErrorCode.STORE_ERROR,
+        f"{type(exc).__name__}: {exc}".splitlines()[0][:300],
+        expected="a store the runner can read and write",
+    )
