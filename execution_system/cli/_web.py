@@ -23,7 +23,11 @@ def register(commands: Any) -> None:
     web.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help="address")
     web.add_argument("--tokens", metavar="FILE", help="tokens file (required beyond loopback)")
     web.add_argument("--store", metavar="URL", help="store URL")
-    web.add_argument("--config", metavar="FILE", help="runner config for admitted deliveries")
+    web.add_argument(
+        "--config",
+        metavar="FILE",
+        help="runner config for admitted deliveries (default: ./execsys.yaml if present)",
+    )
     web.set_defaults(handler=_serve)
     sub = web.add_subparsers(dest="web_command", metavar="SUBCOMMAND")
     token = sub.add_parser("token", help="manage bearer tokens")
@@ -94,14 +98,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     from contracts import sqlite_path
     from execution_system._compose import (
+        config_path,
         factory_config,
         load_runner_config,
         open_runner,
         store_url,
     )
-    from execution_system.web import create_app
+    from execution_system.web import create_app, fleet_source
 
-    config = load_runner_config(Path(args.config) if args.config else None)
+    # --config, else an execsys.yaml in the working directory (as beside a spec for 'run')
+    config = load_runner_config(config_path(args.config, Path.cwd() / "spec"))
     goals: Any = None
     if sqlite_path(factory_config(args.store).store) is not None:
         from execution_system.codeclosure import GoalRuntime
@@ -111,7 +117,12 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         runner = open_runner(args.store)
     app = create_app(
-        runner.host, tokens=tokens, goals=goals, executors=config.executors, loopback=loopback
+        runner.host,
+        tokens=tokens,
+        goals=goals,
+        executors=config.executors,
+        loopback=loopback,
+        runners=fleet_source(runner.host),
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     sys.stderr.write(

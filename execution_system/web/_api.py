@@ -223,7 +223,7 @@ async def _goal(request: Request, state: WebState, who: Principal) -> Response:
 
 
 async def admit_and_run(state: WebState, body: AdmitBody, actor: str) -> Any:
-    """Admit a delivery from a request body and run it to its next stop."""
+    """Admit a delivery from a request body; run it to its next stop, or queue it for the fleet."""
     from execution_system import admit, parse_authority, parse_graph
     from execution_system._admission import check_graph
     from host import OPERATIONS
@@ -239,6 +239,8 @@ async def admit_and_run(state: WebState, body: AdmitBody, actor: str) -> Any:
         operations=frozenset(OPERATIONS),
         nonce=digest_of({"key": body.key}) if body.key else uuid.uuid4().hex,
     )
+    if state.should_queue(body.queue):
+        return await state.host.submit(delivery, created_by=actor)
     return await state.host.run(delivery, created_by=actor)
 
 
@@ -253,7 +255,13 @@ async def _input(request: Request, state: WebState, who: Principal) -> Response:
     delivery = _delivery_id(request)
     who.require(Action.ANSWER, delivery)
     body = await read_body(request, AnswerBody)
-    report = await state.host.answer(delivery, body.correlation, body.response, actor=who.actor)
+    report = await state.host.answer(
+        delivery,
+        body.correlation,
+        body.response,
+        actor=who.actor,
+        queue=state.should_queue(body.queue),
+    )
     return _json(_status_document(report))
 
 
@@ -261,7 +269,14 @@ async def _resolve(request: Request, state: WebState, who: Principal) -> Respons
     delivery = _delivery_id(request)
     who.require(Action.RESOLVE, delivery)
     body = await read_body(request, ResolveBody)
-    report = await state.host.resolve(delivery, body.node, who.actor, body.role, body.result)
+    report = await state.host.resolve(
+        delivery,
+        body.node,
+        who.actor,
+        body.role,
+        body.result,
+        queue=state.should_queue(body.queue),
+    )
     return _json(_status_document(report))
 
 
@@ -279,6 +294,7 @@ async def _recover(request: Request, state: WebState, who: Principal) -> Respons
         result=body.result,
         fail=body.fail,
         savepoint=body.savepoint,
+        queue=state.should_queue(body.queue),
     )
     return _json(_status_document(report))
 

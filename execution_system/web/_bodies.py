@@ -31,6 +31,9 @@ class AdmitBody(_Body):
     """The authority policy (``actors``, ``approver``)."""
     key: str | None = Field(default=None, min_length=1, max_length=256)
     """Idempotency key: the same spec, input and key name the same delivery."""
+    queue: bool | None = None
+    """Leave the work to the fleet (``true``), run it here (``false``); by default queued
+    exactly when a live ``serve`` runner serves the store."""
 
 
 class AnswerBody(_Body):
@@ -40,6 +43,9 @@ class AnswerBody(_Body):
     """The question's correlation id."""
     response: Any
     """The answer."""
+    queue: bool | None = None
+    """Leave the work to the fleet (``true``), run it here (``false``); by default queued
+    exactly when a live ``serve`` runner serves the store."""
 
 
 class ResolveBody(_Body):
@@ -51,6 +57,9 @@ class ResolveBody(_Body):
     """The role the actor resolves under."""
     result: Any
     """The control result."""
+    queue: bool | None = None
+    """Leave the work to the fleet (``true``), run it here (``false``); by default queued
+    exactly when a live ``serve`` runner serves the store."""
 
 
 class RecoverBody(_Body):
@@ -68,6 +77,9 @@ class RecoverBody(_Body):
     """intervene: the node's outputs."""
     fail: bool = False
     """intervene: mark the node failed instead."""
+    queue: bool | None = None
+    """Leave the work to the fleet (``true``), run it here (``false``); by default queued
+    exactly when a live ``serve`` runner serves the store."""
 
 
 class StopBody(_Body):

@@ -370,7 +370,11 @@ async def answer_post(request: Request, state: WebState, who: Principal) -> Resp
     who.require(Action.ANSWER, delivery)
     response = _json_field(form, "response")
     report = await state.host.answer(
-        delivery, form.get("correlation", ""), response, actor=who.actor
+        delivery,
+        form.get("correlation", ""),
+        response,
+        actor=who.actor,
+        queue=state.should_queue(None),
     )
     audit(who, "input", delivery, f"ok {report.status.value}")
     state.feed.poke()
@@ -385,7 +389,12 @@ async def resolve_post(request: Request, state: WebState, who: Principal) -> Res
     who.require(Action.RESOLVE, delivery)
     result = _json_field(form, "result")
     report = await state.host.resolve(
-        delivery, form.get("node", ""), who.actor, form.get("role", ""), result
+        delivery,
+        form.get("node", ""),
+        who.actor,
+        form.get("role", ""),
+        result,
+        queue=state.should_queue(None),
     )
     audit(who, "resolve", delivery, f"ok {report.status.value}")
     state.feed.poke()
@@ -449,6 +458,7 @@ async def directive_post(request: Request, state: WebState, who: Principal) -> R
             result=body.result,
             fail=body.fail,
             savepoint=body.savepoint,
+            queue=state.should_queue(None),
         )
         outcome = report.status.value
     audit(who, directive, delivery, f"ok {outcome} reason={reason!r}")

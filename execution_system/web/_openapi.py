@@ -115,6 +115,9 @@ _GRAPH = {
     },
 }
 
+_QUEUE = {"type": ["boolean", "null"]}
+"""``queue``: leave the work to the fleet (default: when a live ``serve`` runner is listed)."""
+
 _BODIES: dict[str, dict[str, Any]] = {
     "AdmitBody": {
         "type": "object",
@@ -125,13 +128,18 @@ _BODIES: dict[str, dict[str, Any]] = {
             "input": {"type": "object"},
             "authority": {"type": ["object", "null"]},
             "key": {"type": ["string", "null"], "minLength": 1, "maxLength": 256},
+            "queue": _QUEUE,
         },
     },
     "AnswerBody": {
         "type": "object",
         "additionalProperties": False,
         "required": ["correlation", "response"],
-        "properties": {"correlation": {"type": "string", "minLength": 1}, "response": {}},
+        "properties": {
+            "correlation": {"type": "string", "minLength": 1},
+            "response": {},
+            "queue": _QUEUE,
+        },
     },
     "ResolveBody": {
         "type": "object",
@@ -141,6 +149,7 @@ _BODIES: dict[str, dict[str, Any]] = {
             "node": {"type": "string", "minLength": 1},
             "role": {"type": "string", "minLength": 1},
             "result": {},
+            "queue": _QUEUE,
         },
     },
     "RecoverBody": {
@@ -154,6 +163,7 @@ _BODIES: dict[str, dict[str, Any]] = {
             "node": {"type": ["string", "null"]},
             "result": {},
             "fail": {"type": "boolean"},
+            "queue": _QUEUE,
         },
     },
     "StopBody": {

@@ -49,6 +49,28 @@ RunnerSource = Callable[[], list[dict[str, Any]]]
 """The runner processes serving the store, one row each (``name``, ``kind``, ``alive``, ...)."""
 
 
+def own_row(started: float) -> dict[str, Any]:
+    """The web server's own runner row (it drives what it does not queue)."""
+    return {
+        "name": f"web-{os.getpid()}",
+        "kind": "web",
+        "pid": os.getpid(),
+        "started": started,
+        "alive": True,
+    }
+
+
+def fleet_source(host: CoordinatorHost) -> RunnerSource:
+    """The store's live ``serve`` runners (``CoordinatorHost.runners``), then this server."""
+    started = time.time()
+
+    def rows() -> list[dict[str, Any]]:
+        fleet = [{**row, "kind": "serve", "alive": True} for row in host.runners()]
+        return [*fleet, own_row(started)]
+
+    return rows
+
+
 @dataclass
 class Session:
     """A console login."""
@@ -99,15 +121,17 @@ class WebState:
         """The runners serving the store: the source given, else this server's process."""
         if self.runners is not None:
             return self.runners()
-        return [
-            {
-                "name": f"web-{os.getpid()}",
-                "kind": "web",
-                "pid": os.getpid(),
-                "started": self.started,
-                "alive": True,
-            }
-        ]
+        return [own_row(self.started)]
+
+    def should_queue(self, asked: bool | None) -> bool:
+        """Whether a request's work goes to the fleet's queue instead of running here.
+
+        ``asked`` is the request's own ``queue`` (it wins); without it the work is
+        queued exactly when a live ``serve`` runner is listed for the store.
+        """
+        if asked is not None:
+            return asked
+        return any(r.get("kind") == "serve" and r.get("alive") for r in self.runner_rows())
 
     # --- authentication ------------------------------------------------------------------
 
