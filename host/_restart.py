@@ -10,6 +10,10 @@
    belonged to the abandoned future (their correlations become stale).
 
 Either the fork and its invalidation batch commit together, or neither does.
+The run that follows journals each re-run action attempt as started (with its
+launch record) in its input checkpoint, before anything is invoked, as every
+other dispatch does: a runner killed during a re-run leaves it on record as
+interrupted.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from contracts import AdmittedDelivery, ErrorCode, SavepointId, digest_of, error
+from contracts import ActionNode, AdmittedDelivery, ErrorCode, SavepointId, digest_of, error
 from contracts._status import DeliveryStatus
+from host._context import DeliveryContext, StepWriter
 from host._core import HostCore
 from host._flow import unfired_barriers
 from host._interrupted import interrupted_attempts, reap_interrupted
@@ -143,18 +148,38 @@ async def restart_from_savepoint(
         raise
     finally:
         host.journals.release(did)
-    await host.drive(
-        delivery,
-        {
-            "run": {
-                "status": "running",
-                "outcome": "",
-                "message": f"restarted from savepoint {savepoint} by {actor}",
-            },
-            "wake": wake,
+    ctx = host.context(delivery)
+    first: dict[str, Any] = {
+        "run": {
+            "status": "running",
+            "outcome": "",
+            "message": f"restarted from savepoint {savepoint} by {actor}",
         },
-        token,
-    )
+        "wake": wake,
+    }
+    pending, dispatched = _dispatch_reruns(ctx, await host.values(delivery), update["pending"])
+    if pending:
+        first["pending"] = pending
+        first["outbox"] = dispatched
+    await host.drive(delivery, first, token, ctx)
+
+
+def _dispatch_reruns(
+    ctx: DeliveryContext, values: dict[str, Any], rerun: dict[str, Any]
+) -> tuple[dict[str, Any], list[OutboxItem]]:
+    """Journal each re-run action attempt as started; its site and the drafts to commit."""
+    pending: dict[str, Any] = {}
+    outbox: list[OutboxItem] = []
+    for node, site in rerun.items():
+        spec = ctx.info.graph.nodes[node]
+        if not isinstance(spec, ActionNode):
+            continue
+        if spec.max_visits is not None and int(site.get("visit", 1)) > spec.max_visits:
+            continue  # its own step fails the delivery (MAX_VISITS_EXCEEDED)
+        writer = StepWriter(ctx, values, node)
+        pending[node] = writer.dispatch(node, site)
+        outbox.extend(writer.outbox)
+    return pending, outbox
 
 
 def _events_at(host: HostCore, delivery: str, checkpoint: str) -> int:
