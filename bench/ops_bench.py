@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import sqlite3
 import statistics
 import subprocess
@@ -38,12 +39,20 @@ EXECSYS = str(Path(sys.executable).with_name("execsys"))
 
 
 def _median_run(argv: list[str], env: dict[str, str], reps: int) -> float:
-    times = []
+    return _median_cost(argv, env, reps)[0]
+
+
+def _median_cost(argv: list[str], env: dict[str, str], reps: int) -> tuple[float, float]:
+    """Median wall seconds and median CPU seconds (user + system) of a whole process."""
+    times, cpu = [], []
     for _ in range(reps):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run(argv, env=env, capture_output=True, check=False)
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def startup(folder: Path, reps: int) -> None:
@@ -79,7 +88,7 @@ def startup(folder: Path, reps: int) -> None:
         ("journal verify DELIVERY", ["journal", "verify", delivery]),
         ("graph check SPEC", ["graph", "check", str(spec)]),
     ):
-        seconds = _median_run([EXECSYS, *args], env, reps)
+        seconds, cpu = _median_cost([EXECSYS, *args], env, reps)
         loaded = subprocess.run(
             [sys.executable, "-c", probe, *args],
             env=env,
@@ -88,17 +97,21 @@ def startup(folder: Path, reps: int) -> None:
             check=False,
         )
         imported = "LANGGRAPH True" in loaded.stderr
-        rows.append((f"execsys {label}", f"{seconds:.3f}", "yes" if imported else "no"))
-    reference = _median_run(
+        rows.append(
+            (f"execsys {label}", f"{seconds:.3f}", f"{cpu:.3f}", "yes" if imported else "no")
+        )
+    reference, reference_cpu = _median_cost(
         [sys.executable, "-c", "import langgraph.graph, langgraph.checkpoint.sqlite"], env, reps
     )
-    bare = _median_run([sys.executable, "-c", "pass"], env, reps)
-    rows.append(("python -c 'import langgraph + saver'", f"{reference:.3f}", "yes"))
-    rows.append(("python -c pass", f"{bare:.3f}", "no"))
+    bare, bare_cpu = _median_cost([sys.executable, "-c", "pass"], env, reps)
+    rows.append(
+        ("python -c 'import langgraph + saver'", f"{reference:.3f}", f"{reference_cpu:.3f}", "yes")
+    )
+    rows.append(("python -c pass", f"{bare:.3f}", f"{bare_cpu:.3f}", "no"))
     print(f"\n1. CLI start-up (median of {reps}; target: status <= 0.35 s, no LangGraph)")
-    print(f"{'command':<40} {'seconds':>8}  imports langgraph")
-    for name, seconds, imported in rows:
-        print(f"{name:<40} {seconds:>8}  {imported}")
+    print(f"{'command':<40} {'seconds':>8} {'cpu s':>6}  imports langgraph")
+    for name, wall_s, cpu_s, uses_lg in rows:
+        print(f"{name:<40} {wall_s:>8} {cpu_s:>6}  {uses_lg}")
 
 
 class _S(TypedDict, total=False):
@@ -185,11 +198,15 @@ async def host_round_trip(folder: Path, reps: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--only", choices=["1", "2"], help="run one part")
     args = parser.parse_args()
     reps = 5 if args.quick else 15
     with tempfile.TemporaryDirectory(prefix="ops-bench-") as tmp:
         folder = Path(tmp)
-        startup(folder, reps)
+        if args.only != "2":
+            startup(folder, reps)
+        if args.only == "1":
+            return
         raw = asyncio.run(raw_round_trip(folder, reps))
         host = asyncio.run(host_round_trip(folder, reps))
     print(

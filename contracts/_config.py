@@ -53,7 +53,7 @@ def sqlite_path(url: str) -> str | None:
 class LangGraphHostConfig(BaseModel):
     """The exact configuration of the LangGraph Host factory."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     engine: Literal["langgraph"]
     """The one Host selection value."""
@@ -83,7 +83,7 @@ RunnerFactoryConfig = LangGraphHostConfig
 class RunnerConfig(BaseModel):
     """The runner config file (``execsys.yaml``): executor bindings."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     executors: dict[str, ExecutorBinding] = Field(default_factory=dict)
     """Executor name -> binding."""

@@ -29,7 +29,7 @@ WorkspaceMode = Literal["read", "write"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class ExecutionSite(_Frozen):

@@ -23,7 +23,7 @@ _NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
 
 class AuthorityPolicy(_Frozen):

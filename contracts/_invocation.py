@@ -24,7 +24,7 @@ Recovery finds processes an interrupted attempt left behind by it."""
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class InvocationRequest(_Frozen):

@@ -139,7 +139,7 @@ class ActorKind(StrEnum):
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 class ArtifactDecl(_Record):

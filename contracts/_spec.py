@@ -30,7 +30,7 @@ JsonSchema = dict[str, Any] | bool
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid", strict=True)
 
 
 NodeRef = Annotated[str, Field(pattern=NODE_ID_PATTERN)]
