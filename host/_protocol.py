@@ -9,6 +9,14 @@ from contracts import AdmittedDelivery, Custody
 from contracts._invocation import Invoker
 from contracts._status import RecoveryDirective, StatusReport
 from host._operations import Operation
+from host._reports import (
+    DeliveryPage,
+    DeliverySummary,
+    InspectReport,
+    NeededDirective,
+    RetirementFact,
+    RunnerView,
+)
 
 
 class CoordinatorHost(Protocol):
@@ -42,7 +50,7 @@ class CoordinatorHost(Protocol):
         """Remove the runner ``name``'s heartbeat row (it stopped cleanly)."""
         ...
 
-    def runners(self) -> list[dict[str, Any]]:
+    def runners(self) -> list[RunnerView]:
         """The live runners: name, host, pid, start, last heartbeat, deliveries held."""
         ...
 
@@ -124,11 +132,11 @@ class CoordinatorHost(Protocol):
 
     async def retire(
         self, delivery_id: str, authorization: str, *, actor: str = "operator"
-    ) -> dict[str, Any]:
+    ) -> RetirementFact:
         """Delete the thread's Host-owned records once; return the durable retirement fact."""
         ...
 
-    def needs_directive(self) -> list[dict[str, Any]]:
+    def needs_directive(self) -> list[NeededDirective]:
         """Deliveries that only a directive can move, and why (startup dispatches nothing)."""
         ...
 
@@ -136,7 +144,7 @@ class CoordinatorHost(Protocol):
         """The delivery's current status."""
         ...
 
-    def inspect(self, delivery_id: str) -> dict[str, Any]:
+    def inspect(self, delivery_id: str) -> InspectReport:
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
         ...
 
@@ -168,7 +176,7 @@ class CoordinatorHost(Protocol):
         """
         ...
 
-    def deliveries(self) -> list[dict[str, Any]]:
+    def deliveries(self) -> list[DeliverySummary]:
         """Every delivery the Host's store holds."""
         ...
 
@@ -180,10 +188,10 @@ class CoordinatorHost(Protocol):
         status: str | None = None,
         graph: str | None = None,
         changed_since: float | None = None,
-    ) -> dict[str, Any]:
-        """One page of deliveries, latest change first: ``{"deliveries", "total"}``.
+    ) -> DeliveryPage:
+        """One page of deliveries, latest change first, and how many match in all.
 
-        Rows are those of ``deliveries()`` plus ``changed`` (the last change as epoch
+        Rows are those of ``deliveries()`` (``changed`` is the last change as epoch
         seconds); ``changed_since`` keeps only rows changed at or after that instant.
         """
         ...

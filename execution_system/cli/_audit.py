@@ -61,7 +61,8 @@ def bundle_bytes(delivery: str, store: str | None, *, records: bool, sign: str |
         retirement = None
         if host.status(delivery).status.value == "retired":
             # Retirement deleted the records; the journal and document remain.
-            retirement = host.inspect(delivery).get("retirement")
+            fact = host.inspect(delivery).retirement
+            retirement = fact.fact_json() if fact is not None else None
             records = False
         return encode_bundle(
             document,

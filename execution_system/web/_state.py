@@ -82,8 +82,7 @@ class WebState:
 
     def _changed(self, since: float | None) -> list[dict[str, Any]]:
         page = self.host.delivery_page(limit=1_000_000, changed_since=since)
-        rows: list[dict[str, Any]] = page["deliveries"]
-        return rows
+        return [row.to_json(changed=True) for row in page.deliveries]
 
     def admitted_graph(self, delivery: str) -> ControlGraph:
         """The delivery's admitted graph, remembered: it never changes once admitted."""

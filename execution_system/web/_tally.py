@@ -101,15 +101,14 @@ class JournalTally:
         """Count what was committed since the last refresh; return the totals."""
         with self._lock:
             since = None if self._mark is None else self._mark - OVERLAP_S
-            rows = self._host.delivery_page(limit=10**9, changed_since=since)["deliveries"]
+            rows = self._host.delivery_page(limit=10**9, changed_since=since).deliveries
             for row in rows:
-                changed = row.get("changed")
-                if isinstance(changed, int | float):
-                    self._mark = max(float(changed), self._mark or 0.0)
-                seen = self._journals.setdefault(str(row["delivery"]), _Journal())
+                changed = row.changed
+                self._mark = max(changed, self._mark or 0.0)
+                seen = self._journals.setdefault(row.delivery, _Journal())
                 if seen.changed is not None and seen.changed == changed:
                     continue
-                if self._read(str(row["delivery"]), seen):
+                if self._read(row.delivery, seen):
                     seen.changed = changed
             return TallySnapshot(
                 steps=dict(self._steps),

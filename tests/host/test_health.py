@@ -71,8 +71,8 @@ def test_a_running_delivery_whose_custody_moved_on_is_listed(harness: Any) -> No
     custody.heads[did] = SavepointId("sha256:" + "f" * 64)
     custody.head_reads = 0
     (listed,) = h.host.needs_directive()
-    assert listed["delivery"] == did
-    assert any("custody head" in reason for reason in listed["reasons"])
+    assert listed.delivery == did
+    assert any("custody head" in reason for reason in listed.reasons)
     assert custody.head_reads == 1
 
 
@@ -85,7 +85,7 @@ def test_an_orphaned_delivery_is_inspected_with_its_directive_need(harness: Any)
     assert row is not None
     with h.host.store.transaction() as tx:
         tx.set_status(did, "running", None, row["detail"], None)
-    view = h.host.inspect(did)
+    view = h.host.inspect(did).to_json()
     assert list(view) == [
         "delivery",
         "status",

@@ -148,7 +148,9 @@ API_LISTED = {"deliveries": [LISTED], "total": "int", "next": None, "needs_direc
 
 
 def test_the_api_shapes_of_listing_inspect_and_retire(site: Site) -> None:
-    (first,) = (row["delivery"] for row in site.host.deliveries())
+    (first,) = (row.delivery for row in site.host.deliveries())
+    page = site.host.delivery_page(limit=10).to_json()
+    assert same(page, {"deliveries": [{**LISTED, "changed": "float"}], "total": "int"})
     listed = site.call("GET", "/api/v1/deliveries", "viewer")
     assert listed.status_code == 200, listed.text
     assert shape(listed.json()) == API_LISTED
