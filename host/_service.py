@@ -17,7 +17,16 @@ import socket
 import time
 from typing import Any
 
-from contracts import AdmittedDelivery, DeliveryId, ErrorCode, canonical_bytes, error
+from contracts import (
+    AdmittedDelivery,
+    CorrelationId,
+    DeliveryId,
+    ErrorCode,
+    NodeId,
+    SavepointId,
+    canonical_bytes,
+    error,
+)
 from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host import _health, _stop
 from host._core import HostCore, first_input
@@ -77,11 +86,11 @@ class WorkflowHost(HostCore):
                 self.leases.release(did)
         return self.status(did)
 
-    def queued_deliveries(self, limit: int) -> list[str]:
+    def queued_deliveries(self, limit: int) -> list[DeliveryId]:
         """Up to ``limit`` queued deliveries, longest waiting first (claim candidates)."""
-        return self.store.queued(limit)
+        return [DeliveryId(d) for d in self.store.queued(limit)]
 
-    async def drive_queued(self, delivery_id: str) -> StatusReport | None:
+    async def drive_queued(self, delivery_id: DeliveryId) -> StatusReport | None:
         """Claim a queued delivery and drive it to its next stop; None if not claimed."""
         from host import _queue  # lazy: only runners load the operation
 
@@ -145,8 +154,8 @@ class WorkflowHost(HostCore):
 
     async def answer(
         self,
-        delivery_id: str,
-        correlation: str,
+        delivery_id: DeliveryId,
+        correlation: CorrelationId,
         response: Any,
         *,
         actor: str | None = None,
@@ -188,8 +197,8 @@ class WorkflowHost(HostCore):
 
     async def resolve(
         self,
-        delivery_id: str,
-        node: str,
+        delivery_id: DeliveryId,
+        node: NodeId,
         actor: str,
         role: str,
         result: Any,
@@ -228,7 +237,7 @@ class WorkflowHost(HostCore):
 
     async def stop(
         self,
-        delivery_id: str,
+        delivery_id: DeliveryId,
         *,
         actor: str = "operator",
         wait_s: float = 30.0,
@@ -239,15 +248,15 @@ class WorkflowHost(HostCore):
 
     async def recover(
         self,
-        delivery_id: str,
+        delivery_id: DeliveryId,
         directive: RecoveryDirective | str,
         *,
         actor: str = "operator",
         reason: str,
-        node: str | None = None,
+        node: NodeId | None = None,
         result: Any = None,
         fail: bool = False,
-        savepoint: str | None = None,
+        savepoint: SavepointId | None = None,
         queue: bool = False,
     ) -> StatusReport:
         """Apply a recovery directive (continue, restart-from-savepoint, intervene).
@@ -270,7 +279,7 @@ class WorkflowHost(HostCore):
         )
 
     async def cancel(
-        self, delivery_id: str, *, actor: str = "operator", reason: str = ""
+        self, delivery_id: DeliveryId, *, actor: str = "operator", reason: str = ""
     ) -> StatusReport:
         """Stop the delivery and end it as cancelled (nothing can continue it)."""
         from host import _cancel  # lazy: reading commands never load the operation
@@ -278,7 +287,7 @@ class WorkflowHost(HostCore):
         return await _cancel.cancel(self, delivery_id, actor, reason)
 
     async def invalidate(
-        self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
+        self, delivery_id: DeliveryId, node: NodeId, *, actor: str = "operator", reason: str
     ) -> StatusReport:
         """Invalidate a node's latest activation and everything that depended on it."""
         from host import _invalidate  # lazy: reading commands never load the operation
@@ -286,7 +295,7 @@ class WorkflowHost(HostCore):
         return await _invalidate.invalidate(self, delivery_id, node, actor=actor, reason=reason)
 
     async def retire(
-        self, delivery_id: str, authorization: str, *, actor: str = "operator"
+        self, delivery_id: DeliveryId, authorization: str, *, actor: str = "operator"
     ) -> RetirementFact:
         """Delete the thread's Host-owned records once; return the durable retirement fact."""
         from host import _retire  # lazy: reading commands never load the operation
@@ -297,7 +306,7 @@ class WorkflowHost(HostCore):
         """Deliveries only a directive can move, with the reasons (dispatches nothing)."""
         return _health.needs_directive(self)
 
-    def inspect(self, delivery_id: str) -> InspectReport:
+    def inspect(self, delivery_id: DeliveryId) -> InspectReport:
         """Status, node states and attempts, heads, and the directives possible now."""
         row = self.store.delivery(delivery_id)
         if row is not None and row["status"] == DeliveryStatus.RETIRED:
@@ -337,7 +346,7 @@ class WorkflowHost(HostCore):
         update["mismatches"] = tuple(_health.consistency(self, delivery_id))
         return report.model_copy(update=update)
 
-    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+    def admitted(self, delivery_id: DeliveryId) -> AdmittedDelivery:
         """The stored admitted delivery (read-only; refused once retired)."""
         return self.delivery(delivery_id)
 
@@ -345,13 +354,13 @@ class WorkflowHost(HostCore):
         """A content-addressed record (a node's outputs, a selection, an approval)."""
         return self.load_record(digest)
 
-    def journal_lines(self, delivery_id: str) -> list[bytes]:
+    def journal_lines(self, delivery_id: DeliveryId) -> list[bytes]:
         """The delivery's stored journal: header line, then events by ordinal."""
         if self.store.delivery(delivery_id) is None:
             raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
         return self.store.journal_lines(delivery_id)
 
-    def delivery_document(self, delivery_id: str) -> dict[str, Any]:
+    def delivery_document(self, delivery_id: DeliveryId) -> dict[str, Any]:
         """The admitted delivery's stored document (retired deliveries keep theirs)."""
         row = self.store.delivery(delivery_id)
         if row is None:

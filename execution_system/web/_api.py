@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from contracts import DeliveryStatus, ErrorCode, ExecsysError, digest_of, error
+from contracts import DeliveryId, DeliveryStatus, ErrorCode, ExecsysError, digest_of, error
 from execution_system.web._auth import Action, Principal
 from execution_system.web._bodies import (
     AdmitBody,
@@ -175,8 +175,8 @@ async def _list(request: Request, state: WebState, who: Principal) -> Response:
     return _json(list_deliveries(state, request))
 
 
-def _delivery_id(request: Request) -> str:
-    return str(request.path_params["delivery"])
+def _delivery_id(request: Request) -> DeliveryId:
+    return DeliveryId(str(request.path_params["delivery"]))
 
 
 async def _status(request: Request, state: WebState, who: Principal) -> Response:

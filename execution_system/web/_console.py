@@ -22,7 +22,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from contracts import DeliveryStatus, ErrorCode, ExecsysError, error
+from contracts import (
+    CorrelationId,
+    DeliveryId,
+    DeliveryStatus,
+    ErrorCode,
+    ExecsysError,
+    NodeId,
+    error,
+)
 from execution_system.web._api import admit_and_run, list_deliveries, state_of
 from execution_system.web._auth import Action, Principal, from_entry
 from execution_system.web._bodies import RecoverBody, check_recover
@@ -280,7 +288,7 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
     A caller who may only see the delivery's status (an agent) gets the status and
     its pending questions, nothing of the graph or the journal.
     """
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     who.require(Action.STATUS, delivery)
     if not who.may(Action.READ, delivery):
         status = state.host.status(delivery)
@@ -365,13 +373,13 @@ def _back(delivery: str, done: str) -> Response:
 
 async def answer_post(request: Request, state: WebState, who: Principal) -> Response:
     """Answer a pending question."""
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     form = await read_form(request)
     check_csrf(state.session(request), form)
     who.require(Action.ANSWER, delivery)
     response = _json_field(form, "response")
     report = await state.host.answer(
-        delivery, form.get("correlation", ""), response, actor=who.actor
+        delivery, CorrelationId(form.get("correlation", "")), response, actor=who.actor
     )
     audit(who, "input", delivery, f"ok {report.status.value}")
     state.feed.poke()
@@ -380,13 +388,13 @@ async def answer_post(request: Request, state: WebState, who: Principal) -> Resp
 
 async def resolve_post(request: Request, state: WebState, who: Principal) -> Response:
     """Resolve a pending wait as the session's actor."""
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     form = await read_form(request)
     check_csrf(state.session(request), form)
     who.require(Action.RESOLVE, delivery)
     result = _json_field(form, "result")
     report = await state.host.resolve(
-        delivery, form.get("node", ""), who.actor, form.get("role", ""), result
+        delivery, NodeId(form.get("node", "")), who.actor, form.get("role", ""), result
     )
     audit(who, "resolve", delivery, f"ok {report.status.value}")
     state.feed.poke()
@@ -404,7 +412,7 @@ _DIRECTIVE_ACTION = {
 
 async def directive_post(request: Request, state: WebState, who: Principal) -> Response:
     """A directive: first a confirmation page, then (``confirm=yes``) the directive itself."""
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     form = await read_form(request)
     check_csrf(state.session(request), form)
     directive = form.get("directive", "")

@@ -13,6 +13,7 @@ from contracts import (
     ActionNode,
     BarrierNode,
     ControlGraph,
+    DeliveryId,
     NodeId,
     NodeState,
     OperationNode,
@@ -66,7 +67,7 @@ def current_path(lines: list[bytes]) -> list[str]:
 
 def graph_view(
     host: CoordinatorHost,
-    delivery: str,
+    delivery: DeliveryId,
     *,
     states: Mapping[NodeId, NodeView] | None = None,
     lines: list[bytes] | None = None,

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
-from contracts import ControlGraph, ErrorCode, ExecutorBinding, error
+from contracts import ControlGraph, DeliveryId, ErrorCode, ExecutorBinding, error
 from execution_system.web._auth import Principal, from_entry, local_principal
 from execution_system.web._events import ChangeFeed
 from execution_system.web._metrics import WebMetrics
@@ -84,7 +84,7 @@ class WebState:
         page = self.host.delivery_page(limit=1_000_000, changed_since=since)
         return [row.to_json(changed=True) for row in page.deliveries]
 
-    def admitted_graph(self, delivery: str) -> ControlGraph:
+    def admitted_graph(self, delivery: DeliveryId) -> ControlGraph:
         """The delivery's admitted graph, remembered: it never changes once admitted."""
         found = self._graphs.get(delivery)
         if found is None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts import ExecsysError
+from contracts import DeliveryId, ExecsysError
 from host import CoordinatorHost
 
 STEP_BUCKETS: tuple[float, ...] = (
@@ -117,7 +117,7 @@ class JournalTally:
                 failures=dict(self._failures),
             )
 
-    def _read(self, delivery: str, seen: _Journal) -> bool:
+    def _read(self, delivery: DeliveryId, seen: _Journal) -> bool:
         try:
             lines = self._host.journal_lines(delivery)
         except ExecsysError:
@@ -131,7 +131,7 @@ class JournalTally:
         seen.lines = len(lines)
         return True
 
-    def _actions(self, delivery: str, header: bytes) -> frozenset[str]:
+    def _actions(self, delivery: DeliveryId, header: bytes) -> frozenset[str]:
         """The action nodes of the delivery's graph (once per graph digest)."""
         digest = str(json.loads(header).get("graph", ""))
         found = self._actions_by_graph.get(digest)
