@@ -313,7 +313,7 @@ class WorkflowHost(HostCore):
             status = status_report(self.store, delivery_id)
             fact = self.store.retirement_fact(delivery_id)
             return InspectReport(
-                delivery=DeliveryId(status.delivery),
+                delivery=status.delivery,
                 status=status.status,
                 outcome=status.outcome,
                 suspension=status.suspension,
