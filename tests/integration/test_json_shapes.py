@@ -8,6 +8,7 @@ change from run to run (ids, digests, times).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,22 @@ def test_the_api_shapes_of_listing_inspect_and_retire(site: Site) -> None:
     assert shape(fact.json()) == {**FACT, "performed": "bool"}
     retired = site.call("GET", f"/api/v1/deliveries/{first}/inspect", "viewer").json()
     assert same(retired, {**RETIRED, "wait": None, "suspension": suspended["suspension"]})
+
+
+def test_a_live_runners_row_keeps_its_shape(site: Site) -> None:
+    site.host.runner_heartbeat("a", time.time())
+    (row,) = site.host.runners()
+    assert same(
+        row.to_json(),
+        {
+            "name": "str",
+            "host": "str",
+            "pid": "int",
+            "started": "str",
+            "heartbeat": "str",
+            "deliveries": [],
+            "age_s": "float",
+        },
+    )
+    site.host.runner_gone("a")
+    assert site.host.runners() == []
