@@ -110,14 +110,14 @@ def populate(store: str, count: int) -> tuple[str, str]:
                 f"populated {count - have} deliveries in {took:.0f} s "
                 f"({1000 * took / (count - have):.1f} ms each)"
             )
-        big = [r for r in host.deliveries() if r["graph"] == "bench-200"]
+        big = [r for r in host.deliveries() if r.graph == "bench-200"]
         if not big:
             delivery = admit(
                 parse_graph(wide(200)), {}, executors={"done": DONE}, nonce=uuid.uuid4().hex
             )
             asyncio.run(host.run(delivery))
-            big = [r for r in host.deliveries() if r["graph"] == "bench-200"]
-        any_small = next(r["delivery"] for r in host.deliveries() if r["graph"] == "bench-small")
+            big = [r for r in host.deliveries() if r.graph == "bench-200"]
+        any_small = next(r.delivery for r in host.deliveries() if r.graph == "bench-small")
         return str(big[0]["delivery"]), str(any_small)
     finally:
         runner.close()
@@ -131,7 +131,7 @@ def _pct(values: list[float], q: float) -> float:
 def in_process(store: str, reps: int) -> list[tuple[str, float, float]]:
     runner = open_runner(store)
     app = create_app(runner.host)
-    ids = [r["delivery"] for r in runner.host.deliveries()]
+    ids = [r.delivery for r in runner.host.deliveries()]
 
     async def main() -> list[tuple[str, float, float]]:
         transport = httpx.ASGITransport(app=app)

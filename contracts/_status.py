@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from contracts._ids import CorrelationId, DeliveryId, NodeId
+
 
 @unique
 class DeliveryStatus(StrEnum):
@@ -68,9 +70,9 @@ class _Frozen(BaseModel):
 class SuspensionView(_Frozen):
     """A pending action-input question."""
 
-    correlation: str
+    correlation: CorrelationId
     """The correlation id an answer must quote."""
-    node: str
+    node: NodeId
     """The suspended action node."""
     question: Any
     """What the executor asked."""
@@ -79,7 +81,7 @@ class SuspensionView(_Frozen):
 class WaitView(_Frozen):
     """A pending workflow wait."""
 
-    node: str
+    node: NodeId
     """The wait node."""
     kind: str
     """approval | decision | workflow-result."""
@@ -88,7 +90,7 @@ class WaitView(_Frozen):
 class StatusReport(_Frozen):
     """What ``execsys run`` and ``execsys status DELIVERY`` report."""
 
-    delivery: str
+    delivery: DeliveryId
     """The delivery id."""
     graph: str
     """The graph name."""

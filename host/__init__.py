@@ -14,13 +14,41 @@ no import cycles among its modules.
 
 from host._operations import OPERATIONS, Operation, OperationContext
 from host._protocol import CoordinatorHost, HostFactory
+from host._reports import (
+    ActiveAttempt,
+    CustodyHeads,
+    DeliveryPage,
+    DeliverySummary,
+    InspectReport,
+    JournalHead,
+    LeaseView,
+    NeededDirective,
+    NodeView,
+    PendingWait,
+    RetirementFact,
+    RunnerView,
+    SavepointView,
+)
 from host._selection import check_selection
 
 __all__ = [
     "OPERATIONS",
+    "ActiveAttempt",
     "CoordinatorHost",
+    "CustodyHeads",
+    "DeliveryPage",
+    "DeliverySummary",
     "HostFactory",
+    "InspectReport",
+    "JournalHead",
+    "LeaseView",
+    "NeededDirective",
+    "NodeView",
     "Operation",
     "OperationContext",
+    "PendingWait",
+    "RetirementFact",
+    "RunnerView",
+    "SavepointView",
     "check_selection",
 ]

@@ -7,11 +7,10 @@ journal head and custody savepoint disagree are *listed* with the reason.
 
 from __future__ import annotations
 
-from typing import Any
-
 from contracts import DeliveryId, ExecsysError
 from contracts._status import AT_REST, DeliveryStatus
 from host._core import HostCore
+from host._reports import NeededDirective
 from host._stop import NOT_STOPPABLE
 
 ORPHANED = "its runner is gone (crashed or killed) in the middle of a step"
@@ -49,7 +48,7 @@ def consistency(host: HostCore, delivery_id: str) -> list[str]:
     return problems
 
 
-def needs_directive(host: HostCore) -> list[dict[str, Any]]:
+def needs_directive(host: HostCore) -> list[NeededDirective]:
     """Deliveries that only a directive can move, and why (startup dispatches nothing)."""
     listed = []
     for row in host.store.deliveries():
@@ -72,5 +71,11 @@ def needs_directive(host: HostCore) -> list[dict[str, Any]]:
             # deliveries one by one would make every listing slow.
             reasons.extend(consistency(host, delivery))
         if reasons:
-            listed.append({"delivery": delivery, "status": status, "reasons": reasons})
+            listed.append(
+                NeededDirective(
+                    delivery=DeliveryId(delivery),
+                    status=DeliveryStatus(status),
+                    reasons=tuple(reasons),
+                )
+            )
     return listed

@@ -5,10 +5,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from contracts import AdmittedDelivery, Custody
+from contracts import (
+    AdmittedDelivery,
+    CorrelationId,
+    Custody,
+    DeliveryId,
+    NodeId,
+    SavepointId,
+)
 from contracts._invocation import Invoker
 from contracts._status import RecoveryDirective, StatusReport
 from host._operations import Operation
+from host._reports import (
+    DeliveryPage,
+    DeliverySummary,
+    InspectReport,
+    NeededDirective,
+    RetirementFact,
+    RunnerView,
+)
 
 
 class CoordinatorHost(Protocol):
@@ -26,11 +41,11 @@ class CoordinatorHost(Protocol):
         """Admit the delivery into the Host's store as ``queued``, running nothing of it."""
         ...
 
-    def queued_deliveries(self, limit: int) -> list[str]:
+    def queued_deliveries(self, limit: int) -> list[DeliveryId]:
         """Up to ``limit`` queued deliveries, longest waiting first (claim candidates)."""
         ...
 
-    async def drive_queued(self, delivery_id: str) -> StatusReport | None:
+    async def drive_queued(self, delivery_id: DeliveryId) -> StatusReport | None:
         """Claim a queued delivery and drive it to its next stop; None if it was not claimed."""
         ...
 
@@ -42,14 +57,14 @@ class CoordinatorHost(Protocol):
         """Remove the runner ``name``'s heartbeat row (it stopped cleanly)."""
         ...
 
-    def runners(self) -> list[dict[str, Any]]:
+    def runners(self) -> list[RunnerView]:
         """The live runners: name, host, pid, start, last heartbeat, deliveries held."""
         ...
 
     async def answer(
         self,
-        delivery_id: str,
-        correlation: str,
+        delivery_id: DeliveryId,
+        correlation: CorrelationId,
         response: Any,
         *,
         actor: str | None = None,
@@ -65,8 +80,8 @@ class CoordinatorHost(Protocol):
 
     async def resolve(
         self,
-        delivery_id: str,
-        node: str,
+        delivery_id: DeliveryId,
+        node: NodeId,
         actor: str,
         role: str,
         result: Any,
@@ -82,7 +97,7 @@ class CoordinatorHost(Protocol):
 
     async def stop(
         self,
-        delivery_id: str,
+        delivery_id: DeliveryId,
         *,
         actor: str = "operator",
         wait_s: float = 30.0,
@@ -93,15 +108,15 @@ class CoordinatorHost(Protocol):
 
     async def recover(
         self,
-        delivery_id: str,
+        delivery_id: DeliveryId,
         directive: RecoveryDirective | str,
         *,
         actor: str = "operator",
         reason: str,
-        node: str | None = None,
+        node: NodeId | None = None,
         result: Any = None,
         fail: bool = False,
-        savepoint: str | None = None,
+        savepoint: SavepointId | None = None,
         queue: bool = False,
     ) -> StatusReport:
         """Apply a recovery directive: continue, restart-from-savepoint or intervene.
@@ -111,32 +126,32 @@ class CoordinatorHost(Protocol):
         ...
 
     async def cancel(
-        self, delivery_id: str, *, actor: str = "operator", reason: str = ""
+        self, delivery_id: DeliveryId, *, actor: str = "operator", reason: str = ""
     ) -> StatusReport:
         """Stop the delivery and end it as cancelled (nothing can continue it)."""
         ...
 
     async def invalidate(
-        self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
+        self, delivery_id: DeliveryId, node: NodeId, *, actor: str = "operator", reason: str
     ) -> StatusReport:
         """Invalidate a node's latest activation and everything that depended on it."""
         ...
 
     async def retire(
-        self, delivery_id: str, authorization: str, *, actor: str = "operator"
-    ) -> dict[str, Any]:
+        self, delivery_id: DeliveryId, authorization: str, *, actor: str = "operator"
+    ) -> RetirementFact:
         """Delete the thread's Host-owned records once; return the durable retirement fact."""
         ...
 
-    def needs_directive(self) -> list[dict[str, Any]]:
+    def needs_directive(self) -> list[NeededDirective]:
         """Deliveries that only a directive can move, and why (startup dispatches nothing)."""
         ...
 
-    def status(self, delivery_id: str) -> StatusReport:
+    def status(self, delivery_id: DeliveryId) -> StatusReport:
         """The delivery's current status."""
         ...
 
-    def inspect(self, delivery_id: str) -> dict[str, Any]:
+    def inspect(self, delivery_id: DeliveryId) -> InspectReport:
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
         ...
 
@@ -149,7 +164,7 @@ class CoordinatorHost(Protocol):
         """
         ...
 
-    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+    def admitted(self, delivery_id: DeliveryId) -> AdmittedDelivery:
         """The delivery as it was admitted: its graph, input and authority policy."""
         ...
 
@@ -157,18 +172,18 @@ class CoordinatorHost(Protocol):
         """A content-addressed record referenced by a journal event."""
         ...
 
-    def journal_lines(self, delivery_id: str) -> list[bytes]:
+    def journal_lines(self, delivery_id: DeliveryId) -> list[bytes]:
         """The delivery's journal as canonical lines, header first."""
         ...
 
-    def delivery_document(self, delivery_id: str) -> dict[str, Any]:
+    def delivery_document(self, delivery_id: DeliveryId) -> dict[str, Any]:
         """The admitted delivery as stored (graph, input, authority, executors, nonce).
 
         Read-only; also answers for a retired delivery, whose document is kept.
         """
         ...
 
-    def deliveries(self) -> list[dict[str, Any]]:
+    def deliveries(self) -> list[DeliverySummary]:
         """Every delivery the Host's store holds."""
         ...
 
@@ -180,10 +195,10 @@ class CoordinatorHost(Protocol):
         status: str | None = None,
         graph: str | None = None,
         changed_since: float | None = None,
-    ) -> dict[str, Any]:
-        """One page of deliveries, latest change first: ``{"deliveries", "total"}``.
+    ) -> DeliveryPage:
+        """One page of deliveries, latest change first, and how many match in all.
 
-        Rows are those of ``deliveries()`` plus ``changed`` (the last change as epoch
+        Rows are those of ``deliveries()`` (``changed`` is the last change as epoch
         seconds); ``changed_since`` keeps only rows changed at or after that instant.
         """
         ...

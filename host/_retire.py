@@ -16,12 +16,13 @@ from typing import Any
 from contracts import DeliveryId, ErrorCode, ExecsysError, error
 from contracts._status import RETIRABLE
 from host._core import HostCore
+from host._reports import RetirementFact
 from host.storage import StorageTx
 
 
 async def retire(
     host: HostCore, delivery_id: str, authorization: str, actor: str
-) -> dict[str, Any]:
+) -> RetirementFact:
     """Delete the thread's Host-owned records once; keep a durable tombstone fact."""
     if not authorization or len(authorization) > 256 or not authorization.isprintable():
         raise error(
@@ -41,7 +42,7 @@ async def retire(
 
 async def _retire_locked(
     host: HostCore, delivery_id: str, authorization: str, actor: str
-) -> dict[str, Any]:
+) -> RetirementFact:
     with host.leases.transaction(delivery_id) as tx:
         known = tx.retirement(delivery_id)
         if known is not None:
@@ -59,7 +60,7 @@ async def _retire_locked(
     # with the same authorization removes (custody retirement is idempotent).
     with contextlib.suppress(ExecsysError):
         await asyncio.to_thread(host.custody.retire, DeliveryId(delivery_id))
-    return {**fact, "performed": performed}
+    return RetirementFact(**fact, performed=performed)
 
 
 def _retire_rows(tx: StorageTx, delivery_id: str, authorization: str, actor: str) -> dict[str, Any]:

@@ -17,13 +17,32 @@ import socket
 import time
 from typing import Any
 
-from contracts import AdmittedDelivery, ErrorCode, canonical_bytes, error
+from contracts import (
+    AdmittedDelivery,
+    CorrelationId,
+    DeliveryId,
+    ErrorCode,
+    NodeId,
+    SavepointId,
+    canonical_bytes,
+    error,
+)
 from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host import _health, _stop
 from host._core import HostCore, first_input
 from host._queued import queue_request
+from host._reports import (
+    DeliveryPage,
+    DeliverySummary,
+    InspectReport,
+    LeaseView,
+    NeededDirective,
+    RetirementFact,
+    RunnerView,
+    SavepointView,
+)
 from host._resumes import check_resolution, match_correlation
-from host._views import ORPHANED_DIRECTIVES, inspect_report, list_report, status_report
+from host._views import ORPHANED_DIRECTIVES, inspect_report, list_report, status_report, summary
 from host._views import _iso as iso_time
 
 LIVE_S = 10.0
@@ -67,11 +86,11 @@ class WorkflowHost(HostCore):
                 self.leases.release(did)
         return self.status(did)
 
-    def queued_deliveries(self, limit: int) -> list[str]:
+    def queued_deliveries(self, limit: int) -> list[DeliveryId]:
         """Up to ``limit`` queued deliveries, longest waiting first (claim candidates)."""
-        return self.store.queued(limit)
+        return [DeliveryId(d) for d in self.store.queued(limit)]
 
-    async def drive_queued(self, delivery_id: str) -> StatusReport | None:
+    async def drive_queued(self, delivery_id: DeliveryId) -> StatusReport | None:
         """Claim a queued delivery and drive it to its next stop; None if not claimed."""
         from host import _queue  # lazy: only runners load the operation
 
@@ -85,16 +104,19 @@ class WorkflowHost(HostCore):
         """Remove the runner ``name``'s heartbeat row (it stopped cleanly)."""
         self.store.drop_runner(name)
 
-    def runners(self, *, live_s: float = LIVE_S) -> list[dict[str, Any]]:
+    def runners(self, *, live_s: float = LIVE_S) -> list[RunnerView]:
         """Runners whose last heartbeat is at most ``live_s`` old, with the deliveries they hold."""
         now = time.time()
         return [
-            {
-                **row,
-                "started": iso_time(row["started"]),
-                "heartbeat": iso_time(row["heartbeat"]),
-                "age_s": round(max(0.0, now - row["heartbeat"]), 3),
-            }
+            RunnerView(
+                name=row["name"],
+                host=row["host"],
+                pid=row["pid"],
+                started=iso_time(row["started"]),
+                heartbeat=iso_time(row["heartbeat"]),
+                deliveries=tuple(DeliveryId(d) for d in row["deliveries"]),
+                age_s=round(max(0.0, now - row["heartbeat"]), 3),
+            )
             for row in self.store.runners()
             if now - row["heartbeat"] <= live_s
         ]
@@ -132,8 +154,8 @@ class WorkflowHost(HostCore):
 
     async def answer(
         self,
-        delivery_id: str,
-        correlation: str,
+        delivery_id: DeliveryId,
+        correlation: CorrelationId,
         response: Any,
         *,
         actor: str | None = None,
@@ -175,8 +197,8 @@ class WorkflowHost(HostCore):
 
     async def resolve(
         self,
-        delivery_id: str,
-        node: str,
+        delivery_id: DeliveryId,
+        node: NodeId,
         actor: str,
         role: str,
         result: Any,
@@ -215,7 +237,7 @@ class WorkflowHost(HostCore):
 
     async def stop(
         self,
-        delivery_id: str,
+        delivery_id: DeliveryId,
         *,
         actor: str = "operator",
         wait_s: float = 30.0,
@@ -226,15 +248,15 @@ class WorkflowHost(HostCore):
 
     async def recover(
         self,
-        delivery_id: str,
+        delivery_id: DeliveryId,
         directive: RecoveryDirective | str,
         *,
         actor: str = "operator",
         reason: str,
-        node: str | None = None,
+        node: NodeId | None = None,
         result: Any = None,
         fail: bool = False,
-        savepoint: str | None = None,
+        savepoint: SavepointId | None = None,
         queue: bool = False,
     ) -> StatusReport:
         """Apply a recovery directive (continue, restart-from-savepoint, intervene).
@@ -257,7 +279,7 @@ class WorkflowHost(HostCore):
         )
 
     async def cancel(
-        self, delivery_id: str, *, actor: str = "operator", reason: str = ""
+        self, delivery_id: DeliveryId, *, actor: str = "operator", reason: str = ""
     ) -> StatusReport:
         """Stop the delivery and end it as cancelled (nothing can continue it)."""
         from host import _cancel  # lazy: reading commands never load the operation
@@ -265,7 +287,7 @@ class WorkflowHost(HostCore):
         return await _cancel.cancel(self, delivery_id, actor, reason)
 
     async def invalidate(
-        self, delivery_id: str, node: str, *, actor: str = "operator", reason: str
+        self, delivery_id: DeliveryId, node: NodeId, *, actor: str = "operator", reason: str
     ) -> StatusReport:
         """Invalidate a node's latest activation and everything that depended on it."""
         from host import _invalidate  # lazy: reading commands never load the operation
@@ -273,47 +295,58 @@ class WorkflowHost(HostCore):
         return await _invalidate.invalidate(self, delivery_id, node, actor=actor, reason=reason)
 
     async def retire(
-        self, delivery_id: str, authorization: str, *, actor: str = "operator"
-    ) -> dict[str, Any]:
+        self, delivery_id: DeliveryId, authorization: str, *, actor: str = "operator"
+    ) -> RetirementFact:
         """Delete the thread's Host-owned records once; return the durable retirement fact."""
         from host import _retire  # lazy: reading commands never load the operation
 
         return await _retire.retire(self, delivery_id, authorization, actor)
 
-    def needs_directive(self) -> list[dict[str, Any]]:
+    def needs_directive(self) -> list[NeededDirective]:
         """Deliveries only a directive can move, with the reasons (dispatches nothing)."""
         return _health.needs_directive(self)
 
-    def inspect(self, delivery_id: str) -> dict[str, Any]:
+    def inspect(self, delivery_id: DeliveryId) -> InspectReport:
         """Status, node states and attempts, heads, and the directives possible now."""
         row = self.store.delivery(delivery_id)
         if row is not None and row["status"] == DeliveryStatus.RETIRED:
-            report = status_report(self.store, delivery_id).public()
-            return {
-                **report,
-                "graph": row["graph"],
-                "retirement": self.store.retirement_fact(delivery_id),
-                "directives": [],
-            }
+            status = status_report(self.store, delivery_id)
+            fact = self.store.retirement_fact(delivery_id)
+            return InspectReport(
+                delivery=status.delivery,
+                status=status.status,
+                outcome=status.outcome,
+                suspension=status.suspension,
+                wait=status.wait,
+                message=status.message,
+                graph=row["graph"],
+                updated=status.updated,
+                retirement=RetirementFact(**fact) if fact is not None else None,
+            )
         report = inspect_report(self.store, delivery_id)
-        active = report.pop("active")
-        report["interrupted"] = []
-        report["lease"] = self.leases.state(delivery_id)
-        if report["status"] == DeliveryStatus.RUNNING and report["lease"]["state"] != "held":
+        lease = LeaseView(**self.leases.state(delivery_id))
+        update: dict[str, Any] = {"interrupted": (), "lease": lease}
+        if report.status == DeliveryStatus.RUNNING and lease.state != "held":
             # Its runner died or stopped renewing mid-step: whatever is active was
             # interrupted with it, and only a directive moves the delivery.
             why = "its runner stopped before the attempt's result committed"
-            report["interrupted"] = [{**a, "reason": why} for a in active]
-            report["needs_directive"] = (
-                _health.HUNG if report["lease"]["state"] == "expired" else _health.ORPHANED
+            update["interrupted"] = tuple(
+                a.model_copy(update={"reason": why}) for a in report.interrupted
             )
-            report["directives"] = list(ORPHANED_DIRECTIVES)
-        report["custody"]["head"] = _health.custody_head(self, delivery_id)
-        report["savepoints"] = self.store.savepoint_checkpoints(delivery_id)
-        report["mismatches"] = _health.consistency(self, delivery_id)
-        return report
+            update["needs_directive"] = (
+                _health.HUNG if lease.state == "expired" else _health.ORPHANED
+            )
+            update["directives"] = ORPHANED_DIRECTIVES
+        update["custody"] = report.custody.model_copy(
+            update={"head": _health.custody_head(self, delivery_id)}
+        )
+        update["savepoints"] = tuple(
+            SavepointView(**s) for s in self.store.savepoint_checkpoints(delivery_id)
+        )
+        update["mismatches"] = tuple(_health.consistency(self, delivery_id))
+        return report.model_copy(update=update)
 
-    def admitted(self, delivery_id: str) -> AdmittedDelivery:
+    def admitted(self, delivery_id: DeliveryId) -> AdmittedDelivery:
         """The stored admitted delivery (read-only; refused once retired)."""
         return self.delivery(delivery_id)
 
@@ -321,13 +354,13 @@ class WorkflowHost(HostCore):
         """A content-addressed record (a node's outputs, a selection, an approval)."""
         return self.load_record(digest)
 
-    def journal_lines(self, delivery_id: str) -> list[bytes]:
+    def journal_lines(self, delivery_id: DeliveryId) -> list[bytes]:
         """The delivery's stored journal: header line, then events by ordinal."""
         if self.store.delivery(delivery_id) is None:
             raise error(ErrorCode.DELIVERY_NOT_FOUND, "no such delivery", path=delivery_id)
         return self.store.journal_lines(delivery_id)
 
-    def delivery_document(self, delivery_id: str) -> dict[str, Any]:
+    def delivery_document(self, delivery_id: DeliveryId) -> dict[str, Any]:
         """The admitted delivery's stored document (retired deliveries keep theirs)."""
         row = self.store.delivery(delivery_id)
         if row is None:
@@ -335,7 +368,7 @@ class WorkflowHost(HostCore):
         document: dict[str, Any] = json.loads(row["document"])
         return document
 
-    def deliveries(self) -> list[dict[str, Any]]:
+    def deliveries(self) -> list[DeliverySummary]:
         """Every delivery in the store."""
         return list_report(self.store)
 
@@ -347,15 +380,12 @@ class WorkflowHost(HostCore):
         status: str | None = None,
         graph: str | None = None,
         changed_since: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> DeliveryPage:
         """One page of the listing (read-only); see ``CoordinatorHost.delivery_page``."""
         rows, total = self.store.page_deliveries(
             limit=limit, offset=offset, status=status, graph=graph, changed_since=changed_since
         )
-        listed = [
-            {**row, "updated": iso_time(row["updated"]), "changed": row["updated"]} for row in rows
-        ]
-        return {"deliveries": listed, "total": total}
+        return DeliveryPage(deliveries=tuple(summary(row) for row in rows), total=total)
 
     def close(self) -> None:
         """Release leases and close the store."""

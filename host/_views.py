@@ -5,9 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from contracts import ErrorCode, NodeId, error
+from contracts import DeliveryId, ErrorCode, NodeId, error
 from contracts._status import DeliveryStatus, StatusReport, SuspensionView, WaitView
-from host.storage import Storage
+from host._reports import (
+    ActiveAttempt,
+    CustodyHeads,
+    DeliverySummary,
+    InspectReport,
+    JournalHead,
+    NodeView,
+    PendingWait,
+)
+from host.storage import ListedDelivery, Storage
 
 
 def derive_status(values: dict[str, Any], more: bool) -> tuple[str, str | None, dict[str, Any]]:
@@ -82,9 +91,21 @@ def status_report(store: Storage, delivery: str) -> StatusReport:
     )
 
 
-def list_report(store: Storage) -> list[dict[str, Any]]:
+def summary(row: ListedDelivery) -> DeliverySummary:
+    """A listing row of the store as the Host reports it."""
+    return DeliverySummary(
+        delivery=DeliveryId(row["delivery"]),
+        graph=row["graph"],
+        status=DeliveryStatus(row["status"]),
+        outcome=row["outcome"],
+        updated=_iso(row["updated"]),
+        changed=row["updated"],
+    )
+
+
+def list_report(store: Storage) -> list[DeliverySummary]:
     """``status --json`` without a delivery."""
-    return [{**row, "updated": _iso(row["updated"])} for row in store.deliveries()]
+    return [summary(row) for row in store.deliveries()]
 
 
 _DIRECTIVES: dict[str, list[str]] = {
@@ -101,8 +122,12 @@ _DIRECTIVES: dict[str, list[str]] = {
 }
 
 
-def inspect_report(store: Storage, delivery: str) -> dict[str, Any]:
-    """Status plus node states and attempts (replayed from the journal), heads and directives."""
+def inspect_report(store: Storage, delivery: str) -> InspectReport:
+    """Status plus node states and attempts (replayed from the journal), heads and directives.
+
+    ``interrupted`` lists every attempt the journal shows active; the caller
+    keeps it only when the delivery's runner is gone.
+    """
     from contracts import AdmittedDelivery
     from host.journal import replay_lines
 
@@ -112,36 +137,41 @@ def inspect_report(store: Storage, delivery: str) -> dict[str, Any]:
     admitted = AdmittedDelivery.model_validate_json(row["document"])
     journal = replay_lines(store.journal_lines(delivery), admitted.authority)
     projection = journal.projection()
-    nodes: dict[str, Any] = {}
+    nodes: dict[NodeId, NodeView] = {}
     for name in admitted.graph.nodes:
         node = NodeId(name)
         views = [v for (n, _), v in projection.activations.items() if n == node]
         latest = projection.current.get(node)
-        nodes[node] = {
-            "state": projection.state(node).value,
-            "attempts": sum(len(v.attempts) for v in views),
-            "activations": latest or 0,
-        }
-    active = [
-        {"node": node, "activation": number, "attempt": len(view.attempts)}
+        nodes[node] = NodeView(
+            state=projection.state(node),
+            attempts=sum(len(v.attempts) for v in views),
+            activations=latest or 0,
+        )
+    active = tuple(
+        ActiveAttempt(node=node, activation=number, attempt=len(view.attempts))
         for (node, number), view in sorted(projection.activations.items())
         if view.state.value == "active"
-    ]
+    )
     detail = row["detail"]
-    return {
-        **report.public(),
-        "graph": report.graph,
-        "updated": report.updated,
-        "suspensions": [s.model_dump(mode="json") for s in report.suspensions],
-        "waits": detail.get("waits", []),
-        "nodes": nodes,
-        "journal": {"head": projection.head, "events": projection.events},
-        "custody": {"savepoint": detail.get("savepoint")},
-        "checkpoint": row["checkpoint"],
-        "directives": _DIRECTIVES.get(report.status.value, []),
-        "active": active,
-    }
+    return InspectReport(
+        delivery=report.delivery,
+        status=report.status,
+        outcome=report.outcome,
+        suspension=report.suspension,
+        wait=report.wait,
+        message=report.message,
+        graph=report.graph,
+        updated=report.updated,
+        suspensions=report.suspensions,
+        waits=tuple(PendingWait(**w) for w in detail.get("waits", [])),
+        nodes=nodes,
+        journal=JournalHead(head=projection.head, events=projection.events),
+        custody=CustodyHeads(savepoint=detail.get("savepoint")),
+        checkpoint=row["checkpoint"],
+        directives=tuple(_DIRECTIVES.get(report.status.value, [])),
+        interrupted=active,
+    )
 
 
 #: What an operator can do for a delivery left ``running`` by a runner that is gone.
-ORPHANED_DIRECTIVES = ["recover continue", "recover restart-from-savepoint", "stop"]
+ORPHANED_DIRECTIVES = ("recover continue", "recover restart-from-savepoint", "stop")

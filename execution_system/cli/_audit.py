@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from execution_system.cli._output import emit, emit_json
 
 if TYPE_CHECKING:
+    from contracts import DeliveryId
     from host.journal import AuditReport
 
 
@@ -47,7 +48,9 @@ def register_keys(commands: Any) -> None:
     generate.set_defaults(handler=_generate)
 
 
-def bundle_bytes(delivery: str, store: str | None, *, records: bool, sign: str | None) -> bytes:
+def bundle_bytes(
+    delivery: DeliveryId, store: str | None, *, records: bool, sign: str | None
+) -> bytes:
     """A delivery's bundle, built from the store's document, journal and records."""
     from execution_system._compose import open_runner
     from host.journal import encode_bundle, load_private_key
@@ -61,7 +64,8 @@ def bundle_bytes(delivery: str, store: str | None, *, records: bool, sign: str |
         retirement = None
         if host.status(delivery).status.value == "retired":
             # Retirement deleted the records; the journal and document remain.
-            retirement = host.inspect(delivery).get("retirement")
+            fact = host.inspect(delivery).retirement
+            retirement = fact.fact_json() if fact is not None else None
             records = False
         return encode_bundle(
             document,

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from contracts import ExecsysError
+from contracts import DeliveryStatus, ExecsysError
 from execution_system.cli._options import add_lease_ttl, add_queue
 from execution_system.cli._output import emit, emit_json, terminal_safe
 
@@ -204,24 +204,26 @@ def _status(args: argparse.Namespace) -> int:
     finally:
         runner.close()
     if args.json:
-        emit_json({"deliveries": rows, "needs_directive": attention})
+        emit_json(
+            {
+                "deliveries": [r.to_json() for r in rows],
+                "needs_directive": [a.to_json() for a in attention],
+            }
+        )
         return 0
     if not rows:
         emit("no deliveries")
     else:
-        width = max(len(r["graph"]) for r in rows)
+        width = max(len(r.graph) for r in rows)
         for r in rows:
-            outcome = r["outcome"] or ""
-            emit(
-                f"{r['delivery']}  {r['graph']:<{width}}  {r['status']:<12} {outcome:<20} "
-                f"{r['updated']}"
-            )
+            outcome = r.outcome or ""
+            emit(f"{r.delivery}  {r.graph:<{width}}  {r.status:<12} {outcome:<20} {r.updated}")
     if attention:
         emit("")
         emit("needs a directive (nothing runs until an operator decides):")
         for item in attention:
-            for reason in item["reasons"]:
-                emit(f"  {item['delivery']} ({item['status']}): {reason}")
+            for reason in item.reasons:
+                emit(f"  {item.delivery} ({item.status}): {reason}")
         emit("  -> execsys inspect DELIVERY, then execsys recover DELIVERY --directive ...")
     return 0
 
@@ -235,59 +237,59 @@ def _inspect(args: argparse.Namespace) -> int:
     finally:
         runner.close()
     if args.json:
-        emit_json(report)
+        emit_json(report.to_json())
         return 0
     emit(
-        f"delivery {report['delivery']} ({report['graph']}): {report['status']}"
-        + (f" ({report['outcome']})" if report["outcome"] else "")
+        f"delivery {report.delivery} ({report.graph}): {report.status}"
+        + (f" ({report.outcome})" if report.outcome else "")
     )
-    if report["message"]:
-        emit(f"  {report['message']}")
-    if "retirement" in report:
-        fact = report["retirement"] or {}
+    if report.message:
+        emit(f"  {report.message}")
+    if report.status is DeliveryStatus.RETIRED:
+        fact = report.retirement
         emit(
-            f"  retired under authorization {fact.get('authorization')}; journal head "
-            f"{(fact.get('journal') or {}).get('head')} "
-            f"({(fact.get('journal') or {}).get('events')} events)"
+            f"  retired under authorization {fact.authorization if fact else None}; journal head "
+            f"{fact.journal.head if fact else None} "
+            f"({fact.journal.events if fact else None} events)"
         )
         return 0
-    emit(f"  checkpoint {report['checkpoint']}")
-    emit(f"  journal    {report['journal']['events']} events, head {report['journal']['head']}")
+    emit(f"  checkpoint {report.checkpoint}")
+    emit(f"  journal    {report.journal.events} events, head {report.journal.head}")
     emit(
-        f"  custody    checkpoint expects {report['custody']['savepoint']}, "
-        f"custody head is {report['custody'].get('head')}"
+        f"  custody    checkpoint expects {report.custody.savepoint}, "
+        f"custody head is {report.custody.head}"
     )
-    for problem in report.get("mismatches", []):
+    for problem in report.mismatches:
         emit(f"  MISMATCH   {problem}")
-    if report.get("needs_directive"):
-        emit(f"  NEEDS A DIRECTIVE: {report['needs_directive']}")
-    for attempt in report.get("interrupted", []):
+    if report.needs_directive:
+        emit(f"  NEEDS A DIRECTIVE: {report.needs_directive}")
+    for attempt in report.interrupted:
         emit(
-            f"  interrupted: '{attempt['node']}' activation {attempt['activation']} "
-            f"attempt {attempt['attempt']} ({attempt['reason']}); 'recover --directive "
+            f"  interrupted: '{attempt.node}' activation {attempt.activation} "
+            f"attempt {attempt.attempt} ({attempt.reason}); 'recover --directive "
             "continue' ends it as history and starts a new attempt"
         )
     emit("  nodes:")
-    for node, view in report["nodes"].items():
+    for node, view in report.nodes.items():
         emit(
-            f"    {node:<24} {view['state']:<12} activations {view['activations']:<3} "
-            f"attempts {view['attempts']}"
+            f"    {node:<24} {view.state:<12} activations {view.activations:<3} "
+            f"attempts {view.attempts}"
         )
-    for question in report["suspensions"]:
+    for question in report.suspensions:
         emit(
-            f"  pending question at '{question['node']}' (correlation "
-            f"{question['correlation']}): {question['question']}"
+            f"  pending question at '{question.node}' (correlation "
+            f"{question.correlation}): {question.question}"
         )
-    for wait in report["waits"]:
+    for wait in report.waits:
         emit(
-            f"  pending {wait['kind']} at '{wait['node']}': {wait['approvals']} of "
-            f"{wait['needed']} approvals, roles {', '.join(wait['roles'])}"
+            f"  pending {wait.kind} at '{wait.node}': {wait.approvals} of "
+            f"{wait.needed} approvals, roles {', '.join(wait.roles)}"
         )
-    if report.get("savepoints"):
+    if report.savepoints:
         emit("  savepoints (for restart-from-savepoint):")
-        for sp in report["savepoints"]:
-            emit(f"    {sp['savepoint']}  first at checkpoint {sp['first']}")
-    emit("  directives now: " + (", ".join(report["directives"]) or "none"))
+        for sp in report.savepoints:
+            emit(f"    {sp.savepoint}  first at checkpoint {sp.first}")
+    emit("  directives now: " + (", ".join(report.directives) or "none"))
     return 0
 
 

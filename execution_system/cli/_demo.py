@@ -50,7 +50,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 async def _demo(folder: Path, store: str | None) -> int:
-    from contracts import ExecsysError, graph_digest
+    from contracts import ExecsysError, NodeId, graph_digest
     from execution_system import admit, load_document, load_graph, parse_authority
     from execution_system._compose import load_runner_config, open_runner, store_url
     from host import OPERATIONS
@@ -96,12 +96,12 @@ async def _demo(folder: Path, store: str | None) -> int:
         _rule("3. The approval")
         try:
             await host.resolve(
-                delivery.delivery_id, "signoff", "bob", "maintainer", {"approved": True}
+                delivery.delivery_id, NodeId("signoff"), "bob", "maintainer", {"approved": True}
             )
         except ExecsysError as refused:
             emit(f"bob tries to approve as maintainer -> refused: {refused.one_line()}")
         report = await host.resolve(
-            delivery.delivery_id, "signoff", "alice", "maintainer", {"approved": True}
+            delivery.delivery_id, NodeId("signoff"), "alice", "maintainer", {"approved": True}
         )
         emit(
             f"alice approves as maintainer -> {report.status.value} ({report.outcome}): "

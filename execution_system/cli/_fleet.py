@@ -99,14 +99,14 @@ def _runners(args: argparse.Namespace) -> int:
     finally:
         runner.close()
     if args.json:
-        emit_json({"runners": rows})
+        emit_json({"runners": [row.to_json() for row in rows]})
         return 0
     if not rows:
         emit("no live runners")
     for row in rows:
-        held = ", ".join(row["deliveries"]) or "-"
+        held = ", ".join(row.deliveries) or "-"
         emit(
-            f"{row['name']}  {row['host']}  pid {row['pid']}  "
-            f"heartbeat {row['heartbeat']} ({row['age_s']:.1f}s ago)  holds {held}"
+            f"{row.name}  {row.host}  pid {row.pid}  "
+            f"heartbeat {row.heartbeat} ({row.age_s:.1f}s ago)  holds {held}"
         )
     return 0

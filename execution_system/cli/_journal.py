@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from execution_system.cli._audit import bundle_bytes, register_audit
 from execution_system.cli._output import emit, emit_json, terminal_safe
+
+if TYPE_CHECKING:
+    from contracts import DeliveryId
 
 
 def register(commands: Any) -> None:
@@ -77,7 +80,7 @@ def write_output(path: Path, data: bytes) -> None:
         ) from None
 
 
-def _stored_lines(delivery: str, store: str | None) -> list[bytes]:
+def _stored_lines(delivery: DeliveryId, store: str | None) -> list[bytes]:
     from execution_system._compose import open_runner
 
     runner = open_runner(store, read_only=True)

@@ -138,11 +138,11 @@ def _retire(args: argparse.Namespace) -> int:
         args, lambda host: host.retire(args.delivery, args.authorization, actor=_actor(args))
     )
     if args.json:
-        emit_json(fact)
+        emit_json(fact.to_json())
     else:
-        emit(f"delivery {fact['delivery']}: retired under authorization {fact['authorization']}")
+        emit(f"delivery {fact.delivery}: retired under authorization {fact.authorization}")
         emit(
-            f"  journal head {fact['journal']['head']} ({fact['journal']['events']} events) "
-            f"kept as the durable fact {fact['fact']}"
+            f"  journal head {fact.journal.head} ({fact.journal.events} events) "
+            f"kept as the durable fact {fact.fact}"
         )
     return 0

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts import AuthorityPolicy, ErrorCode, ExecsysError, error, sqlite_path
+from contracts import AuthorityPolicy, ErrorCode, ExecsysError, NodeId, error, sqlite_path
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
 from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
@@ -135,12 +135,13 @@ class GoalRuntime:
     async def _after_run(self, delivery: str) -> None:
         """A frozen source that changed invalidates its generation and evidence."""
         report = self.host.inspect(delivery)
-        if report["status"] != "failed":
+        if report.status != "failed":
             return
         events = [json.loads(line) for line in self.host.journal_lines(delivery)[1:]]
         last_failure = next((e for e in reversed(events) if e["transition"] == "work-failed"), None)
         code = ((last_failure or {}).get("error") or {}).get("code")
-        frozen = report["nodes"].get("SOURCE_FREEZE", {}).get("state") == "completed"
+        freeze = report.nodes.get(NodeId("SOURCE_FREEZE"))
+        frozen = freeze is not None and freeze.state == "completed"
         if code == ErrorCode.CUSTODY_WRITE_UNDER_READ.value and frozen:
             await self.host.invalidate(
                 delivery,
@@ -176,7 +177,7 @@ class GoalRuntime:
         else:
             # A failed phase (e.g. a transient backend error): retry it from the last
             # savepoint, which the journal records as an invalidation, not an erasure.
-            savepoints = self.host.inspect(delivery).get("savepoints") or []
+            savepoints = self.host.inspect(delivery).savepoints
             if not savepoints:
                 raise error(
                     ErrorCode.DIRECTIVE_NOT_APPLICABLE, "no savepoint to retry from", path=goal_id
@@ -185,7 +186,7 @@ class GoalRuntime:
                 delivery,
                 "restart-from-savepoint",
                 reason=reason,
-                savepoint=savepoints[-1]["savepoint"],
+                savepoint=savepoints[-1].savepoint,
             )
         return self.view(goal_id)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, assert_never
 
-from contracts import ErrorCode, ExecsysError
+from contracts import ErrorCode, ExecsysError, NodeId
 from execution_system.codeclosure._failures import RUN_STATUS_OF, RunStatus, classify
 from execution_system.codeclosure._graph import PHASES
 
@@ -115,31 +115,31 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
     )
     status, detail = run_status(
         row["state"],
-        report["status"],
-        report.get("outcome"),
-        failed_code if report["status"] == "failed" else None,
-        runner_gone=report["status"] == "running" and _runner_gone(host, row["delivery"]),
+        report.status.value,
+        report.outcome,
+        failed_code if report.status == "failed" else None,
+        runner_gone=report.status == "running" and _runner_gone(host, row["delivery"]),
     )
     phase = "DISCOVERY"
     for event in events:
         found = phase_of(event["node"])
         if found is not None:
             phase = found
-    nodes = report.get("nodes", {})
+    nodes = report.nodes
     node = phase if phase != "EVIDENCE_BUILD" else "EVIDENCE_BUILD"
     decision = _latest_decision(host, events)
     view.update(
         phase=phase,
         run_status=status.value,
         detail=detail,
-        attempt=nodes.get(node, {}).get("attempts", 0),
-        generation=nodes.get("IMPLEMENT", {}).get("activations", 0),
+        attempt=nodes[node].attempts if node in nodes else 0,
+        generation=nodes[NodeId("IMPLEMENT")].activations if "IMPLEMENT" in nodes else 0,
         decision=decision,
         candidates=candidates(host, events),
-        delivery_status=report["status"],
-        question=report.get("suspension"),
-        wait=report.get("wait"),
-        next=next_action(status, goal.id, row["version"], report.get("outcome")),
+        delivery_status=report.status.value,
+        question=report.suspension.model_dump(mode="json") if report.suspension else None,
+        wait=report.wait.model_dump(mode="json") if report.wait else None,
+        next=next_action(status, goal.id, row["version"], report.outcome),
     )
     return view
 
@@ -175,16 +175,16 @@ def listed_status(row: dict[str, Any], host: Any, gone: set[str]) -> str:
 def runners_gone(host: Any) -> set[str]:
     """Deliveries marked running whose runner holds no lease (killed or crashed)."""
     return {
-        item["delivery"]
+        item.delivery
         for item in host.needs_directive()
-        if any("runner is gone" in reason for reason in item["reasons"])
+        if any("runner is gone" in reason for reason in item.reasons)
     }
 
 
 def _runner_gone(host: Any, delivery: str) -> bool:
     for item in host.needs_directive():
-        if item["delivery"] == delivery:
-            return any("runner is gone" in reason for reason in item["reasons"])
+        if item.delivery == delivery:
+            return any("runner is gone" in reason for reason in item.reasons)
     return False
 
 

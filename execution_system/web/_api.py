@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from contracts import DeliveryStatus, ErrorCode, ExecsysError, digest_of, error
+from contracts import DeliveryId, DeliveryStatus, ErrorCode, ExecsysError, digest_of, error
 from execution_system.web._auth import Action, Principal
 from execution_system.web._bodies import (
     AdmitBody,
@@ -144,21 +144,21 @@ def list_deliveries(state: WebState, request: Request) -> dict[str, Any]:
     if attention_only is None:
         # The common case, paged by the Host itself: no full listing.
         found = state.host.delivery_page(limit=limit, offset=offset, status=status, graph=graph)
-        rows = [{k: v for k, v in r.items() if k != "changed"} for r in found["deliveries"]]
-        following = offset + limit if offset + limit < found["total"] else None
+        rows = [r.to_json() for r in found.deliveries]
+        following = offset + limit if offset + limit < found.total else None
         return {
             "deliveries": rows,
-            "total": found["total"],
+            "total": found.total,
             "next": str(following) if following is not None else None,
             "needs_directive": [],
         }
-    attention = {a["delivery"]: a["reasons"] for a in state.host.needs_directive()}
+    attention = {a.delivery: list(a.reasons) for a in state.host.needs_directive()}
     selected = [
-        row
+        row.to_json()
         for row in state.host.deliveries()
-        if (status is None or row["status"] == status)
-        and (graph is None or row["graph"] == graph)
-        and (row["delivery"] in attention) == attention_only
+        if (status is None or row.status == status)
+        and (graph is None or row.graph == graph)
+        and (row.delivery in attention) == attention_only
     ]
     page = selected[offset : offset + limit]
     following = offset + limit if offset + limit < len(selected) else None
@@ -175,8 +175,8 @@ async def _list(request: Request, state: WebState, who: Principal) -> Response:
     return _json(list_deliveries(state, request))
 
 
-def _delivery_id(request: Request) -> str:
-    return str(request.path_params["delivery"])
+def _delivery_id(request: Request) -> DeliveryId:
+    return DeliveryId(str(request.path_params["delivery"]))
 
 
 async def _status(request: Request, state: WebState, who: Principal) -> Response:
@@ -188,7 +188,7 @@ async def _status(request: Request, state: WebState, who: Principal) -> Response
 async def _inspect(request: Request, state: WebState, who: Principal) -> Response:
     delivery = _delivery_id(request)
     who.require(Action.READ, delivery)
-    return _json(state.host.inspect(delivery))
+    return _json(state.host.inspect(delivery).to_json())
 
 
 async def _journal(request: Request, state: WebState, who: Principal) -> Response:
@@ -311,7 +311,8 @@ async def _retire(request: Request, state: WebState, who: Principal) -> Response
     delivery = _delivery_id(request)
     who.require(Action.RETIRE, delivery)
     body = await read_body(request, RetireBody)
-    return _json(await state.host.retire(delivery, body.authorization, actor=who.actor))
+    fact = await state.host.retire(delivery, body.authorization, actor=who.actor)
+    return _json(fact.to_json())
 
 
 def _sse(change: dict[str, Any]) -> bytes:

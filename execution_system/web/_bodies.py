@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
-from contracts import ErrorCode, error
+from contracts import CorrelationId, ErrorCode, NodeId, SavepointId, error
 from execution_system._loading import MAX_DOCUMENT_BYTES, parse_document
 
 _Text = Field(min_length=1, max_length=256)
@@ -39,7 +39,7 @@ class AdmitBody(_Body):
 class AnswerBody(_Body):
     """``POST /deliveries/{id}/input``."""
 
-    correlation: str = _Text
+    correlation: CorrelationId = _Text
     """The question's correlation id."""
     response: Any
     """The answer."""
@@ -51,7 +51,7 @@ class AnswerBody(_Body):
 class ResolveBody(_Body):
     """``POST /deliveries/{id}/resolve`` (the actor is the token's)."""
 
-    node: str = _Text
+    node: NodeId = _Text
     """The wait node."""
     role: str = _Text
     """The role the actor resolves under."""
@@ -69,9 +69,9 @@ class RecoverBody(_Body):
     """What to do."""
     reason: str = Field(min_length=1, max_length=2000)
     """Why (journaled)."""
-    savepoint: str | None = Field(default=None, min_length=1, max_length=256)
+    savepoint: SavepointId | None = Field(default=None, min_length=1, max_length=256)
     """restart-from-savepoint: which one."""
-    node: str | None = Field(default=None, min_length=1, max_length=256)
+    node: NodeId | None = Field(default=None, min_length=1, max_length=256)
     """intervene: the blocked node."""
     result: Any = None
     """intervene: the node's outputs."""

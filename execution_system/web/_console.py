@@ -22,7 +22,15 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from contracts import ErrorCode, ExecsysError, error
+from contracts import (
+    CorrelationId,
+    DeliveryId,
+    DeliveryStatus,
+    ErrorCode,
+    ExecsysError,
+    NodeId,
+    error,
+)
 from execution_system.web._api import admit_and_run, list_deliveries, state_of
 from execution_system.web._auth import Action, Principal, from_entry
 from execution_system.web._bodies import RecoverBody, check_recover
@@ -226,7 +234,7 @@ async def deliveries_page(request: Request, state: WebState, who: Principal) -> 
     """Every delivery, those needing a directive on top, with filters."""
     who.require(Action.READ)
     listing = list_deliveries(state, request)
-    attention = state.host.needs_directive()
+    attention = [item.to_json() for item in state.host.needs_directive()]
     return page(
         request,
         "deliveries.html",
@@ -234,7 +242,7 @@ async def deliveries_page(request: Request, state: WebState, who: Principal) -> 
         attention=attention,
         filters=dict(request.query_params),
         statuses=_statuses(),
-        graphs=sorted({r["graph"] for r in state.host.deliveries()}),
+        graphs=sorted({r.graph for r in state.host.deliveries()}),
     )
 
 
@@ -280,7 +288,7 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
     A caller who may only see the delivery's status (an agent) gets the status and
     its pending questions, nothing of the graph or the journal.
     """
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     who.require(Action.STATUS, delivery)
     if not who.may(Action.READ, delivery):
         status = state.host.status(delivery)
@@ -300,12 +308,13 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
             events=[],
             notice=request.query_params.get("done"),
         )
-    report = state.host.inspect(delivery)
-    if report["status"] == "running":
+    inspected = state.host.inspect(delivery)
+    report = inspected.to_json()
+    if inspected.status is DeliveryStatus.RUNNING:
         # A running delivery whose runner died needs a directive; the Host refuses one
         # (LEASE_HELD) while a live runner still drives it, so offering it is safe.
-        report["directives"] = [*report["directives"], "recover continue", "recover intervene"]
-    retired = "retirement" in report
+        report["directives"] = [*inspected.directives, "recover continue", "recover intervene"]
+    retired = inspected.status is DeliveryStatus.RETIRED
     lines = state.host.journal_lines(delivery) if not retired else [b"{}"]
     verified = None
     if request.query_params.get("verify") and not retired:
@@ -316,7 +325,7 @@ async def delivery_page(request: Request, state: WebState, who: Principal) -> Re
     view = None
     if not retired:
         graph = state.admitted_graph(delivery)
-        view = graph_view(state.host, delivery, states=report["nodes"], lines=lines, graph=graph)
+        view = graph_view(state.host, delivery, states=inspected.nodes, lines=lines, graph=graph)
     return page(
         request,
         "delivery.html",
@@ -364,14 +373,14 @@ def _back(delivery: str, done: str) -> Response:
 
 async def answer_post(request: Request, state: WebState, who: Principal) -> Response:
     """Answer a pending question."""
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     form = await read_form(request)
     check_csrf(state.session(request), form)
     who.require(Action.ANSWER, delivery)
     response = _json_field(form, "response")
     report = await state.host.answer(
         delivery,
-        form.get("correlation", ""),
+        CorrelationId(form.get("correlation", "")),
         response,
         actor=who.actor,
         queue=state.should_queue(None),
@@ -383,14 +392,14 @@ async def answer_post(request: Request, state: WebState, who: Principal) -> Resp
 
 async def resolve_post(request: Request, state: WebState, who: Principal) -> Response:
     """Resolve a pending wait as the session's actor."""
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     form = await read_form(request)
     check_csrf(state.session(request), form)
     who.require(Action.RESOLVE, delivery)
     result = _json_field(form, "result")
     report = await state.host.resolve(
         delivery,
-        form.get("node", ""),
+        NodeId(form.get("node", "")),
         who.actor,
         form.get("role", ""),
         result,
@@ -412,7 +421,7 @@ _DIRECTIVE_ACTION = {
 
 async def directive_post(request: Request, state: WebState, who: Principal) -> Response:
     """A directive: first a confirmation page, then (``confirm=yes``) the directive itself."""
-    delivery = str(request.path_params["delivery"])
+    delivery = DeliveryId(str(request.path_params["delivery"]))
     form = await read_form(request)
     check_csrf(state.session(request), form)
     directive = form.get("directive", "")
@@ -437,7 +446,7 @@ async def directive_post(request: Request, state: WebState, who: Principal) -> R
         if not authorization:
             raise error(ErrorCode.USAGE, "retire needs an authorization", path="authorization")
         fact = await state.host.retire(delivery, authorization, actor=who.actor)
-        outcome = f"retired {fact.get('fact')}"
+        outcome = f"retired {fact.fact}"
     else:
         result = _json_field(form, "result") if form.get("result", "").strip() else None
         body = RecoverBody(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -12,12 +13,14 @@ from contracts import (
     ActionNode,
     BarrierNode,
     ControlGraph,
+    DeliveryId,
+    NodeId,
     NodeState,
     OperationNode,
     ParallelNode,
     WaitNode,
 )
-from host import CoordinatorHost
+from host import CoordinatorHost, NodeView
 
 
 def edges_of(graph: ControlGraph) -> list[dict[str, str]]:
@@ -64,9 +67,9 @@ def current_path(lines: list[bytes]) -> list[str]:
 
 def graph_view(
     host: CoordinatorHost,
-    delivery: str,
+    delivery: DeliveryId,
     *,
-    states: dict[str, Any] | None = None,
+    states: Mapping[NodeId, NodeView] | None = None,
     lines: list[bytes] | None = None,
     graph: ControlGraph | None = None,
 ) -> dict[str, Any]:
@@ -78,13 +81,14 @@ def graph_view(
     if graph is None:
         graph = host.admitted(delivery).graph
     if states is None:
-        states = host.inspect(delivery)["nodes"]
+        states = host.inspect(delivery).nodes
     path = current_path(lines if lines is not None else host.journal_lines(delivery))
     on_path = set(path)
     nodes = []
     parallels = []
     for name, node in graph.nodes.items():
-        view = states.get(name, {"state": "pending", "attempts": 0, "activations": 0})
+        found = states.get(NodeId(name))
+        view = found.to_json() if found else {"state": "pending", "attempts": 0, "activations": 0}
         nodes.append({"id": name, "kind": node.kind, **view})
         if isinstance(node, ParallelNode):
             parallels.append(

@@ -34,7 +34,7 @@ class _StoreCollector(Collector):
             "execsys_deliveries", "Deliveries in the store by status", labels=["status"]
         )
         for status in DeliveryStatus:
-            counted = host.delivery_page(limit=1, status=status.value)["total"]
+            counted = host.delivery_page(limit=1, status=status.value).total
             by_status.add_metric([status.value], counted)
         yield by_status
         yield from self._journals()

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from starlette.requests import Request
 
-from contracts import ControlGraph, ErrorCode, ExecutorBinding, error
+from contracts import ControlGraph, DeliveryId, ErrorCode, ExecutorBinding, error
 from execution_system.web._auth import Principal, from_entry, local_principal
 from execution_system.web._events import ChangeFeed
 from execution_system.web._metrics import WebMetrics
@@ -65,7 +65,7 @@ def fleet_source(host: CoordinatorHost) -> RunnerSource:
     started = time.time()
 
     def rows() -> list[dict[str, Any]]:
-        fleet = [{**row, "kind": "serve", "alive": True} for row in host.runners()]
+        fleet = [{**row.to_json(), "kind": "serve", "alive": True} for row in host.runners()]
         return [*fleet, own_row(started)]
 
     return rows
@@ -104,10 +104,9 @@ class WebState:
 
     def _changed(self, since: float | None) -> list[dict[str, Any]]:
         page = self.host.delivery_page(limit=1_000_000, changed_since=since)
-        rows: list[dict[str, Any]] = page["deliveries"]
-        return rows
+        return [row.to_json(changed=True) for row in page.deliveries]
 
-    def admitted_graph(self, delivery: str) -> ControlGraph:
+    def admitted_graph(self, delivery: DeliveryId) -> ControlGraph:
         """The delivery's admitted graph, remembered: it never changes once admitted."""
         found = self._graphs.get(delivery)
         if found is None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts import ExecsysError
+from contracts import DeliveryId, ExecsysError
 from host import CoordinatorHost
 
 STEP_BUCKETS: tuple[float, ...] = (
@@ -101,15 +101,14 @@ class JournalTally:
         """Count what was committed since the last refresh; return the totals."""
         with self._lock:
             since = None if self._mark is None else self._mark - OVERLAP_S
-            rows = self._host.delivery_page(limit=10**9, changed_since=since)["deliveries"]
+            rows = self._host.delivery_page(limit=10**9, changed_since=since).deliveries
             for row in rows:
-                changed = row.get("changed")
-                if isinstance(changed, int | float):
-                    self._mark = max(float(changed), self._mark or 0.0)
-                seen = self._journals.setdefault(str(row["delivery"]), _Journal())
+                changed = row.changed
+                self._mark = max(changed, self._mark or 0.0)
+                seen = self._journals.setdefault(row.delivery, _Journal())
                 if seen.changed is not None and seen.changed == changed:
                     continue
-                if self._read(str(row["delivery"]), seen):
+                if self._read(row.delivery, seen):
                     seen.changed = changed
             return TallySnapshot(
                 steps=dict(self._steps),
@@ -118,7 +117,7 @@ class JournalTally:
                 failures=dict(self._failures),
             )
 
-    def _read(self, delivery: str, seen: _Journal) -> bool:
+    def _read(self, delivery: DeliveryId, seen: _Journal) -> bool:
         try:
             lines = self._host.journal_lines(delivery)
         except ExecsysError:
@@ -132,7 +131,7 @@ class JournalTally:
         seen.lines = len(lines)
         return True
 
-    def _actions(self, delivery: str, header: bytes) -> frozenset[str]:
+    def _actions(self, delivery: DeliveryId, header: bytes) -> frozenset[str]:
         """The action nodes of the delivery's graph (once per graph digest)."""
         digest = str(json.loads(header).get("graph", ""))
         found = self._actions_by_graph.get(digest)

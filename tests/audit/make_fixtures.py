@@ -185,7 +185,7 @@ def _restart(h: Harness) -> AdmittedDelivery:
     h.invoker.behaviours.update({"first": _out({"v": 1}), "second": _ask_then(5)})
     delivery = make_delivery(graph_doc(nodes, "first"), authority=POLICY, nonce="restart")
     h.run(delivery)
-    savepoint = h.inspect(delivery)["savepoints"][0]["savepoint"]
+    savepoint = h.inspect(delivery).savepoints[0].savepoint
     report = asyncio.run(
         h.host.recover(
             delivery.delivery_id, "restart-from-savepoint", reason="redo", savepoint=savepoint
@@ -193,6 +193,12 @@ def _restart(h: Harness) -> AdmittedDelivery:
     )
     asyncio.run(h.host.answer(delivery.delivery_id, report.suspension.correlation, 1))
     return delivery
+
+
+def _retirement(h: Harness, did: str) -> dict[str, Any] | None:
+    """The retirement fact as ``inspect`` shows it (what an export bundle carries)."""
+    fact = h.host.inspect(did).retirement
+    return fact.fact_json() if fact is not None else None
 
 
 def _retired(h: Harness) -> AdmittedDelivery:
@@ -224,7 +230,7 @@ def export(h: Harness, delivery: AdmittedDelivery, *, records: bool = True) -> b
         h.host.delivery_document(did),
         h.host.journal_lines(did),
         None if retired or not records else h.host.record,
-        retirement=h.host.inspect(did).get("retirement") if retired else None,
+        retirement=_retirement(h, did) if retired else None,
     )
 
 

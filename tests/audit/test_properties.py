@@ -49,7 +49,7 @@ def _drive(h: Harness, document: dict[str, Any]) -> Any:
             break
         nid = report.wait.node
         node = document["nodes"][nid]
-        visit = h.inspect(delivery)["nodes"][nid]["activations"]
+        visit = h.inspect(delivery).nodes[nid].activations
         given = approvals.get((nid, visit), 0)
         approvals[(nid, visit)] = given + 1
         props = node["result"].get("properties", {})

@@ -122,7 +122,7 @@ def test_a_patch_that_does_not_apply_fails_the_goal_and_restores_the_workspace(
         assert failed["node"] == "IMPLEMENT"
         assert failed["error"]["code"] == "NODE_FAILED"
         assert "patch-does-not-apply" in failed["error"]["message"]
-        custody = reader.host.inspect(view["delivery"])["custody"]
+        custody = reader.host.inspect(view["delivery"]).custody.to_json()
     finally:
         reader.close()
     # The half-applied first file was rolled back: the head is the pre-IMPLEMENT savepoint.

@@ -108,8 +108,8 @@ def test_an_admissible_reject_to_closeout_edge_is_refused_by_closeout(runtime, s
     aio(runtime.host.run(delivery, seed=goal.project))
     d = delivery.delivery_id
     report = runtime.host.inspect(d)
-    assert report["status"] == "failed"
-    assert "not ACCEPT" in report["message"]
+    assert report.status == "failed"
+    assert "not ACCEPT" in report.message
     assert failures(runtime.host, d) == [("CLOSEOUT", "OPERATION_FAILED")]
     assert "CLOSED" not in started(runtime.host, d)
 

@@ -136,7 +136,7 @@ def test_reject_blocked_after_max_generations(runtime, sample, aio):
     assert completed(runtime.host, view["delivery"])[-2:] == ["FINAL_VERIFY", "BLOCKED"]
     assert "CLOSEOUT" not in started(runtime.host, view["delivery"])
     # The Host records the outcome as blocked (resumable under authority), not failed.
-    assert runtime.host.inspect(view["delivery"])["outcome"] == "blocked"
+    assert runtime.host.inspect(view["delivery"]).outcome == "blocked"
 
 
 def test_engine_error_routes_to_failed(runtime, sample, aio):
@@ -165,8 +165,8 @@ def test_engine_error_routes_to_failed(runtime, sample, aio):
     )
     aio(runtime.host.run(delivery, seed=goal.project))
     report = runtime.host.inspect(delivery.delivery_id)
-    assert report["status"] == "failed"
-    assert report["outcome"] == "failed"
+    assert report.status == "failed"
+    assert report.outcome == "failed"
     assert completed(runtime.host, delivery.delivery_id)[-2:] == ["FINAL_VERIFY", "FAILED"]
     assert "CLOSEOUT" not in started(runtime.host, delivery.delivery_id)
     [verdict] = [

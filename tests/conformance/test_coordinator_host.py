@@ -129,7 +129,7 @@ def test_a_delivery_runs_suspends_waits_and_completes(host: CoordinatorHost) -> 
 def test_inspection_exposes_the_public_shape(host: CoordinatorHost) -> None:
     delivery = make_delivery(GRAPH, authority=POLICY)
     asyncio.run(host.run(delivery))
-    view = host.inspect(delivery.delivery_id)
+    view = host.inspect(delivery.delivery_id).to_json()
     for key in (
         "delivery",
         "status",
@@ -147,7 +147,7 @@ def test_inspection_exposes_the_public_shape(host: CoordinatorHost) -> None:
     assert view["nodes"]["ask"]["state"] == "blocked"
     verdict = verify_lines(host.journal_lines(delivery.delivery_id))
     assert verdict.ok and verdict.head == view["journal"]["head"]
-    assert [row["delivery"] for row in host.deliveries()] == [delivery.delivery_id]
+    assert [row.delivery for row in host.deliveries()] == [delivery.delivery_id]
 
 
 def test_the_admitted_document_reads_back_to_the_same_delivery(host: CoordinatorHost) -> None:
@@ -177,16 +177,16 @@ def test_refusals_carry_their_codes_and_change_nothing(host: CoordinatorHost) ->
         with pytest.raises(ExecsysError) as refused:
             asyncio.run(call)
         assert refused.value.code is code
-    assert host.inspect(delivery.delivery_id)["journal"] == before["journal"]
+    assert host.inspect(delivery.delivery_id).journal == before.journal
 
 
 def test_stop_cancel_and_retire(host: CoordinatorHost) -> None:
     first = make_delivery(GRAPH, authority=POLICY, nonce="1")
     asyncio.run(host.run(first))
     assert asyncio.run(host.stop(first.delivery_id)).status.value == "stopped"
-    assert [d["delivery"] for d in host.needs_directive()] == [first.delivery_id]
+    assert [d.delivery for d in host.needs_directive()] == [first.delivery_id]
     fact = asyncio.run(host.retire(first.delivery_id, "auth-1"))
-    assert fact["performed"] and host.status(first.delivery_id).status.value == "retired"
+    assert fact.performed and host.status(first.delivery_id).status.value == "retired"
     second = make_delivery(GRAPH, authority=POLICY, nonce="2")
     asyncio.run(host.run(second))
     assert asyncio.run(host.cancel(second.delivery_id)).status.value == "cancelled"

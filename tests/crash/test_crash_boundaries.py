@@ -102,7 +102,7 @@ class _Api:
 
 def _delivery(root: Path) -> str:
     with _Api(root) as host:
-        return str(host.deliveries()[0]["delivery"])
+        return str(host.deliveries()[0].delivery)
 
 
 def _phase(root: Path, phase: str, fault: str = "") -> subprocess.CompletedProcess[str]:
@@ -157,7 +157,7 @@ EXPECTED_STOP = {"run": "suspended", "input": "waiting", "resolve": "completed"}
 
 def _events(root: Path) -> list[dict[str, Any]]:
     with _Api(root) as host:
-        lines = host.journal_lines(host.deliveries()[0]["delivery"])
+        lines = host.journal_lines(host.deliveries()[0].delivery)
     return [json.loads(line) for line in lines[1:]]
 
 
@@ -200,8 +200,8 @@ def _savepoint_files(root: Path) -> list[str]:
     from execution_system.custody import FileCustody
 
     with _Api(root) as host:
-        delivery = host.deliveries()[0]["delivery"]
-        savepoint = host.inspect(delivery)["custody"]["savepoint"]
+        delivery = host.deliveries()[0].delivery
+        savepoint = host.inspect(delivery).custody.savepoint
     custody = FileCustody(root / "custody")
     return [entry.path for entry in custody.manifest(delivery, savepoint)]
 
@@ -210,22 +210,22 @@ def _check_agreement(root: Path, *, crashed: bool = False) -> dict[str, Any]:
     from host.journal import verify_lines
 
     with _Api(root) as host:
-        delivery = host.deliveries()[0]["delivery"]
-        view = dict(host.inspect(delivery))
+        delivery = host.deliveries()[0].delivery
+        view = host.inspect(delivery)
         verdict = verify_lines(host.journal_lines(delivery))
-    mismatches = view["mismatches"]
+    mismatches = list(view.mismatches)
     if crashed:
         # Killed between custody advancing and the checkpoint committing: custody is
         # ahead, which is listed (and resolved by the operator's directive), never hidden.
         mismatches = [m for m in mismatches if not m.startswith("custody head ")]
-    assert mismatches == [], view["mismatches"]
+    assert mismatches == [], view.mismatches
     assert verdict.ok, verdict
     return view
 
 
 def _status(root: Path) -> str:
     with _Api(root) as host:
-        return str(host.status(host.deliveries()[0]["delivery"]).status.value)
+        return str(host.status(host.deliveries()[0].delivery).status.value)
 
 
 def _finish(root: Path, start_phase: str) -> None:
@@ -238,7 +238,7 @@ def _in_process(root: Path, phase: str) -> None:
     import asyncio
 
     with _Api(root) as host:
-        delivery = host.deliveries()[0]["delivery"]
+        delivery = host.deliveries()[0].delivery
         if phase == "input":
             correlation = host.status(delivery).suspension.correlation
             asyncio.run(host.answer(delivery, correlation, ["a", "c"]))

@@ -265,10 +265,10 @@ class DeliveryMachine(RuleBasedStateMachine):
         finally:
             runner.close()
         assert verdict.ok, verdict
-        mismatches = view.get("mismatches", [])
+        mismatches = list(view.mismatches)
         if self.killed:
             mismatches = [m for m in mismatches if not m.startswith("custody head ")]
-        assert mismatches == [], view.get("mismatches")
+        assert mismatches == [], view.mismatches
 
     @invariant()
     def no_turn_ran_twice(self) -> None:
@@ -302,7 +302,7 @@ class DeliveryMachine(RuleBasedStateMachine):
         ]
         attempt = done[-1]["attempt"]["sequence"]
         custody = FileCustody(self.root / "custody")
-        files = [e.path for e in custody.manifest(self.delivery, view["custody"]["savepoint"])]
+        files = [e.path for e in custody.manifest(self.delivery, view.custody.savepoint)]
         assert files == [f"out/edit-{attempt}.txt"], files
 
     @invariant()

@@ -24,7 +24,7 @@ from contracts import (
     ScriptedBinding,
 )
 from execution_system import admit, parse_graph
-from host import OPERATIONS
+from host import OPERATIONS, InspectReport
 from runner import Runner, RunnerFactory, parse_result
 from tests.support.memory_custody import MemoryCustody
 
@@ -106,7 +106,7 @@ class Harness:
     def run(self, delivery: AdmittedDelivery) -> Any:
         return asyncio.run(self.host.run(delivery))
 
-    def inspect(self, delivery: AdmittedDelivery) -> dict[str, Any]:
+    def inspect(self, delivery: AdmittedDelivery) -> InspectReport:
         return self.host.inspect(delivery.delivery_id)
 
     def events(self, delivery: AdmittedDelivery) -> list[dict[str, Any]]:

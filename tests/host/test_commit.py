@@ -51,7 +51,7 @@ def test_custody_sees_the_preview_only_after_host_validation_and_before_apply(
     ops = [op for op, _ in custody.calls if op != "open"]
     # Per step: capability issued, executor runs, then custody validates, then advances.
     assert ops == ["issue", "validate", "advance", "issue", "validate", "advance"]
-    assert h.inspect(delivery)["custody"]["savepoint"] == custody.heads[delivery.delivery_id]
+    assert h.inspect(delivery).custody.savepoint == custody.heads[delivery.delivery_id]
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_an_uncertain_restore_is_an_intervention_never_a_guessed_failure(harness
     report = h.run(delivery)
     assert report.status.value == "intervention"
     assert "uncertain" in report.message
-    assert "recover continue" in h.inspect(delivery)["directives"]
+    assert "recover continue" in h.inspect(delivery).directives
 
 
 class _AdvanceFails(MemoryCustody):
@@ -145,7 +145,7 @@ def test_an_advance_failing_after_an_accepted_validation_is_an_intervention(
     assert "advance" in report.message
     assert not any(e["transition"] == "work-completed" for e in h.events(delivery))
     assert not any(c.node == "second" for c in h.invoker.calls)
-    assert h.inspect(delivery)["nodes"]["first"]["state"] != "completed"
+    assert h.inspect(delivery).nodes["first"].state != "completed"
 
 
 def _failing_first(retryable: bool) -> Any:

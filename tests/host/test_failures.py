@@ -41,8 +41,8 @@ def test_retryable_failures_retry_and_every_attempt_is_journaled(harness: Any) -
     delivery = make_delivery(doc)
     report = h.run(delivery)
     assert report.status.value == "completed"
-    view = h.inspect(delivery)["nodes"]["flaky"]
-    assert view["attempts"] == 3 and view["state"] == "completed"
+    view = h.inspect(delivery).nodes["flaky"]
+    assert view.attempts == 3 and view.state == "completed"
     kinds = [e["transition"] for e in h.events(delivery) if e["node"] == "flaky"]
     assert kinds.count("work-failed") == 2 and kinds.count("retry-authorized") == 2
 
@@ -52,7 +52,7 @@ def test_exhausted_retries_follow_on_failure(harness: Any) -> None:
     delivery = make_delivery(_flaky_graph({"max_attempts": 2}, "rescue"))
     report = h.run(delivery)
     assert (report.status.value, report.outcome) == ("failed", "blocked")
-    assert h.inspect(delivery)["nodes"]["flaky"]["attempts"] == 2
+    assert h.inspect(delivery).nodes["flaky"].attempts == 2
 
 
 def test_non_retryable_failure_is_not_retried(harness: Any) -> None:

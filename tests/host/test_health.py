@@ -71,6 +71,44 @@ def test_a_running_delivery_whose_custody_moved_on_is_listed(harness: Any) -> No
     custody.heads[did] = SavepointId("sha256:" + "f" * 64)
     custody.head_reads = 0
     (listed,) = h.host.needs_directive()
-    assert listed["delivery"] == did
-    assert any("custody head" in reason for reason in listed["reasons"])
+    assert listed.delivery == did
+    assert any("custody head" in reason for reason in listed.reasons)
     assert custody.head_reads == 1
+
+
+def test_an_orphaned_delivery_is_inspected_with_its_directive_need(harness: Any) -> None:
+    h = harness({"ask": _ask})
+    delivery = make_delivery(_asking())
+    h.run(delivery)
+    did = delivery.delivery_id
+    row = h.host.store.delivery(did)
+    assert row is not None
+    with h.host.store.transaction() as tx:
+        tx.set_status(did, "running", None, row["detail"], None)
+    view = h.host.inspect(did).to_json()
+    assert list(view) == [
+        "delivery",
+        "status",
+        "outcome",
+        "suspension",
+        "wait",
+        "message",
+        "graph",
+        "updated",
+        "suspensions",
+        "waits",
+        "nodes",
+        "journal",
+        "custody",
+        "checkpoint",
+        "directives",
+        "interrupted",
+        "lease",
+        "needs_directive",
+        "savepoints",
+        "mismatches",
+    ]
+    assert (
+        view["needs_directive"] == "its runner is gone (crashed or killed) in the middle of a step"
+    )
+    assert view["directives"] == ["recover continue", "recover restart-from-savepoint", "stop"]

@@ -194,5 +194,5 @@ def test_a_runner_keeps_only_a_few_idle_journals_and_rehydrates_the_rest(
     done = asyncio.run(h.host.answer(waiting.delivery_id, suspended.suspension.correlation, "y"))
     assert done.status.value == "completed"
     assert verify_lines(h.host.journal_lines(waiting.delivery_id)).ok
-    assert h.inspect(waiting)["nodes"]["asker"]["attempts"] == 1
+    assert h.inspect(waiting).nodes["asker"].attempts == 1
     assert book.cached() == [waiting.delivery_id]

@@ -287,10 +287,10 @@ def test_a_holder_whose_loop_hangs_past_the_ttl_is_fenced_and_stops(tmp_path: Pa
         did = delivery.delivery_id
         after = (rival.host.store.delivery(did), rival.host.store.journal_lines(did))
         assert after == box["before"], "the fenced holder applied nothing"
-        assert rival.host.inspect(did)["lease"]["state"] == "held"
+        assert rival.host.inspect(did).lease.state == "held"
         rival.host.leases.release(did)
         (listed,) = rival.host.needs_directive()
-        assert listed["delivery"] == did and listed["status"] == "running"
+        assert listed.delivery == did and listed.status == "running"
     finally:
         rival.close()
         holder.close()

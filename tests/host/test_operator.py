@@ -56,7 +56,7 @@ def test_an_uncertain_restore_is_resolved_by_intervene_with_a_result(harness: An
     )
     delivery = make_delivery(_two_steps())
     assert h.run(delivery).status.value == "intervention"
-    assert h.inspect(delivery)["nodes"]["second"]["state"] == "blocked"
+    assert h.inspect(delivery).nodes["second"].state == "blocked"
     with pytest.raises(ExecsysError) as bad:
         asyncio.run(
             h.host.recover(
@@ -122,7 +122,7 @@ def test_continue_reruns_the_halted_turn_and_lists_nothing_afterwards(harness: A
     delivery = make_delivery(_two_steps())
     h.run(delivery)
     listed = h.host.needs_directive()
-    assert [item["delivery"] for item in listed] == [delivery.delivery_id]
+    assert [item.delivery for item in listed] == [delivery.delivery_id]
     custody.uncertain_restore = False
     custody.reject_nodes.clear()
     report = asyncio.run(h.host.recover(delivery.delivery_id, "continue", reason="restored"))
@@ -140,7 +140,7 @@ def test_restart_from_savepoint_invalidates_the_abandoned_future(harness: Any) -
     h = harness({"first": lambda r: asyncio.sleep(0, reply({"n": 1})), "second": ask})
     delivery = make_delivery(_two_steps())
     first = h.run(delivery)
-    savepoints = h.inspect(delivery)["savepoints"]
+    savepoints = h.inspect(delivery).savepoints
     with pytest.raises(ExecsysError) as unknown:
         asyncio.run(
             h.host.recover(
@@ -153,7 +153,7 @@ def test_restart_from_savepoint_invalidates_the_abandoned_future(harness: Any) -
             delivery.delivery_id,
             "restart-from-savepoint",
             reason="redo",
-            savepoint=savepoints[0]["savepoint"],
+            savepoint=savepoints[0].savepoint,
         )
     )
     assert report.status.value == "suspended"
@@ -180,11 +180,11 @@ def test_retirement_is_owner_scoped_idempotent_and_final(harness: Any) -> None:
     delivery = make_delivery(_two_steps())
     did = delivery.delivery_id
     assert h.run(delivery).status.value == "completed"
-    head = h.inspect(delivery)["journal"]
+    head = h.inspect(delivery).journal
     fact = asyncio.run(h.host.retire(did, "ticket-1"))
-    assert fact["performed"] and fact["journal"] == {"head": head["head"], "events": head["events"]}
+    assert fact.performed and fact.journal == head
     again = asyncio.run(h.host.retire(did, "ticket-1"))
-    assert not again["performed"] and again["fact"] == fact["fact"]
+    assert not again.performed and again.fact == fact.fact
     with pytest.raises(ExecsysError) as other:
         asyncio.run(h.host.retire(did, "ticket-2"))
     assert other.value.code is ErrorCode.RETIRE_AUTHORIZATION_CONFLICT

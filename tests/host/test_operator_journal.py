@@ -73,7 +73,7 @@ def test_cancel_ends_the_open_activation_by_the_operator(harness: Any) -> None:
     assert events[-1]["error"]["code"] == ErrorCode.DELIVERY_CANCELLED.value
     assert "no longer needed" in events[-1]["error"]["message"]
     assert verify_lines(h.host.journal_lines(did)).ok
-    assert h.host.inspect(did)["mismatches"] == []
+    assert h.host.inspect(did).mismatches == ()
     bundle = encode_bundle(h.host.delivery_document(did), h.host.journal_lines(did), h.host.record)
     assert audit_bundle(bundle).violations == []
     with pytest.raises(ExecsysError):

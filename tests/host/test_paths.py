@@ -112,8 +112,8 @@ def test_subset_selection_runs_only_the_selected_branches_and_joins_once(harness
     assert _runs(events, "a3") == 1 and _runs(events, "c2") == 1
     assert _runs(events, "join") == 1, "the barrier fires exactly once"
     assert seen == [{"a": 1, "c": 1}], "the unselected branch's optional read is absent"
-    nodes = h.inspect(delivery)["nodes"]
-    assert nodes["b"]["state"] == "pending" and nodes["join"]["activations"] == 1
+    nodes = h.inspect(delivery).nodes
+    assert nodes["b"].state == "pending" and nodes["join"].activations == 1
 
 
 def test_no_select_runs_every_branch(harness: Any) -> None:
@@ -182,7 +182,7 @@ def test_a_bad_selection_fails_before_any_branch_runs(
     assert report.status.value == "failed"
     assert report.outcome == code
     assert not any(c.node in {"a", "b", "c"} for c in h.invoker.calls)
-    assert h.inspect(delivery)["nodes"]["fan"]["state"] == "failed"
+    assert h.inspect(delivery).nodes["fan"].state == "failed"
 
 
 def test_a_stale_selection_from_an_earlier_round_is_refused(harness: Any) -> None:
@@ -234,7 +234,7 @@ def test_a_route_value_picks_exactly_its_declared_successor(harness: Any) -> Non
     delivery = make_delivery(doc)
     report = h.run(delivery)
     assert (report.status.value, report.outcome) == ("completed", "succeeded")
-    assert h.inspect(delivery)["nodes"]["l"]["state"] == "pending"
+    assert h.inspect(delivery).nodes["l"].state == "pending"
 
 
 def test_exceeding_max_visits_fails_with_its_code(harness: Any) -> None:

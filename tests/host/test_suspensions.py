@@ -54,7 +54,7 @@ def test_several_turns_continue_one_invocation_and_no_turn_runs_twice(harness: A
     assert [c.turn for c in h.invoker.calls] == [1, 2, 3]
     assert {c.invocation for c in h.invoker.calls} == {invocation}
     assert all(n == 1 for n in h.invoker.turns.values())
-    assert h.inspect(delivery)["nodes"]["ask"]["attempts"] == 1
+    assert h.inspect(delivery).nodes["ask"].attempts == 1
 
 
 def test_unknown_used_and_stale_correlations_are_refused(harness: Any) -> None:

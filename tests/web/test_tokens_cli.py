@@ -218,13 +218,13 @@ def test_openapi_lists_every_route(site: Site) -> None:
 
 def test_the_hosts_page_filters_by_change_time(site: Site) -> None:
     first = site.host.delivery_page(limit=10)
-    assert first["total"] == 1 and first["deliveries"][0]["delivery"] == site.secrets["first"]
-    mark = first["deliveries"][0]["changed"]
+    assert first.total == 1 and first.deliveries[0].delivery == site.secrets["first"]
+    mark = first.deliveries[0].changed
     later = site.waiting()
     recent = site.host.delivery_page(limit=10, changed_since=mark + 1e-6)
-    assert [r["delivery"] for r in recent["deliveries"]] == [later]
-    assert site.host.delivery_page(limit=10, status="waiting")["total"] == 1
+    assert [r.delivery for r in recent.deliveries] == [later]
+    assert site.host.delivery_page(limit=10, status="waiting").total == 1
     assert (
-        site.host.delivery_page(limit=1, offset=1)["deliveries"][0]["delivery"]
-        == first["deliveries"][0]["delivery"]
+        site.host.delivery_page(limit=1, offset=1).deliveries[0].delivery
+        == first.deliveries[0].delivery
     )
