@@ -25,6 +25,8 @@ POLL_S = 0.25
 """How long an idle runner waits before looking for queued work again."""
 BEAT_S = 2.0
 """How often a runner records its heartbeat."""
+BACKOFF_S = (0.25, 5.0)
+"""The first and the longest wait before a runner that lost its store tries it again."""
 
 
 class Server:
@@ -37,6 +39,8 @@ class Server:
         self.as_json = as_json
         self.stopping = asyncio.Event()
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.failures = 0
+        """Store failures in a row of the claim loop (0: the store answers)."""
 
     async def main(self) -> int:
         """Claim and drive until a signal; then finish what is in hand and return 0."""
@@ -47,16 +51,19 @@ class Server:
         self.host.runner_heartbeat(self.name, started)
         beat = time.monotonic()
         while not self.stopping.is_set():
-            self.claim()
+            pause = await self.claim_or_back_off()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), POLL_S)
-            if time.monotonic() - beat >= BEAT_S:
+                await asyncio.wait_for(self.stopping.wait(), pause)
+            if self.failures == 0 and time.monotonic() - beat >= BEAT_S:
                 self.beat(started)
                 beat = time.monotonic()
         while self.tasks:
             await asyncio.wait(list(self.tasks.values()), timeout=BEAT_S)
             self.beat(started)
-        self.host.runner_gone(self.name)
+        try:
+            self.host.runner_gone(self.name)
+        except Exception as exc:  # the row ages out of the listing on its own
+            self.failed(exc if isinstance(exc, ExecsysError) else _mapped(exc))
         return 0
 
     def beat(self, started: float) -> None:
@@ -68,12 +75,32 @@ class Server:
         except Exception as exc:
             self.failed(_mapped(exc))
 
-    def claim(self) -> None:
+    async def claim_or_back_off(self) -> float:
+        """Claim what there is room for; how long to wait before the next look.
+
+        A store that fails (a server restarting, a network cut) is reported once
+        per outage on stderr and tried again after a wait that doubles up to
+        ``BACKOFF_S[1]``; the runner neither exits nor stops its deliveries in
+        hand (their own writes fail or succeed on their own).
+        """
+        try:
+            await self.claim()
+        except Exception as exc:
+            if self.failures == 0:
+                self.failed(exc if isinstance(exc, ExecsysError) else _mapped(exc))
+            self.failures += 1
+            first, longest = BACKOFF_S
+            return float(min(longest, first * 2 ** (self.failures - 1)))
+        self.failures = 0
+        return POLL_S
+
+    async def claim(self) -> None:
         """Start driving queued deliveries while this runner has room."""
         room = self.concurrency - len(self.tasks)
         if room <= 0:
             return
-        for delivery in self.host.queued_deliveries(room + len(self.tasks)):
+        listed = await asyncio.to_thread(self.host.queued_deliveries, room + len(self.tasks))
+        for delivery in listed:
             if delivery in self.tasks or len(self.tasks) >= self.concurrency:
                 continue
             task = asyncio.ensure_future(self.drive(delivery))
