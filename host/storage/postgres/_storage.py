@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
+from host.storage.postgres._listen import QueueListener
 from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
 from host.storage.postgres._tx import (
     DELIVERY_SQL,
@@ -307,6 +308,10 @@ class PostgresStorage:
                 )
             )
         return listed
+
+    def queue_listener(self) -> QueueListener:
+        """A listener a runner starts to wake when a delivery is queued (its own connection)."""
+        return QueueListener(self.url)
 
     def close(self) -> None:
         """Close the pool's connections."""
