@@ -17,6 +17,12 @@ chain of ``--steps`` trivial nodes (or, for DBOS, a workflow of as many steps):
 
 Also measured: bytes stored per 1,000 steps at two sizes (linear growth means the same
 figure at both) and the time from a lease's expiry to a stale writer being fenced.
+
+Then the fleet rows (``serve xN``, see ``bench/_fleet_serve.py``): ``--fleet-deliveries``
+queued deliveries of ``--steps`` steps drained by 1, 2 and 4 ``execsys serve`` processes
+(``--fleet-processes``) on the same database, each process ``--fleet-concurrency`` deliveries
+at a time. ``--fleet-only`` skips the one-process rows; ``--profile FILE`` adds a one-process
+round (not in the table) whose runner runs under a CPU-time cProfile.
 """
 
 from __future__ import annotations
@@ -131,7 +137,7 @@ def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, A
         custody=MemoryCustody(), invoker=BenchInvoker({"step": step})
     )
     host: Any = runner.host
-    saver = host.engine()[0]
+    saver = host.substrate.saver
     timer = Timed(saver)
     doc = loop_doc(steps + 1)
     tag = f"{time.time_ns()}"
@@ -219,6 +225,11 @@ def main() -> None:
     parser.add_argument("--deliveries", type=int, default=100)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--no-dbos", action="store_true")
+    parser.add_argument("--fleet-processes", default="1,2,4")
+    parser.add_argument("--fleet-deliveries", type=int, default=30)
+    parser.add_argument("--fleet-concurrency", type=int, default=1)
+    parser.add_argument("--fleet-only", action="store_true")
+    parser.add_argument("--profile", type=Path)
     args = parser.parse_args()
     if not args.store:
         parser.error("--store postgresql://... (or EXECSYS_BENCH_POSTGRES) is required")
@@ -236,7 +247,7 @@ def main() -> None:
     def host(count: int, suffix: str) -> dict[str, Any]:
         return run_host(url, count, steps, folder)
 
-    for label, side in (("raw-langgraph", raw), ("host", host)):
+    for label, side in () if args.fleet_only else (("raw-langgraph", raw), ("host", host)):
         side(3, "w")  # warm-up: imports, compile, first-use caches
         before = table_bytes(url, "public.%")
         rows.append(side(n, ""))
@@ -246,16 +257,64 @@ def main() -> None:
             (n * steps, half - before),
             (2 * n * steps, table_bytes(url, "public.%") - before),
         ]
-    if not args.no_dbos:
+    if not args.no_dbos and not args.fleet_only:
         got = run_dbos(url, n, steps)
         if got is not None:
             rows.append(got)
-    keys = list(rows[0])
-    print(f"{n} deliveries x {steps} steps each, one process, PostgreSQL at {url.split('@')[-1]}")
-    print(" | ".join(f"{k:>14}" for k in keys))
+    where = f"PostgreSQL at {url.split('@')[-1]}, {os.cpu_count()} cores"
+    if rows:
+        print(f"{n} deliveries x {steps} steps each, one process, {where}")
+        _table(rows)
+        _peer_ratios({r["system"]: r for r in rows})
+        _sizes(sizes)
+        delays = fence_delay(url, 0.2, 20, folder)
+        print(
+            f"lease expiry -> stale writer fenced: p50 {statistics.median(delays) * 1000:.1f} ms, "
+            f"max {max(delays) * 1000:.1f} ms over {len(delays)} (the taker polls every 10 ms)"
+        )
+    fleet = _fleet_rows(url, folder, args, steps)
+    print(
+        f"{args.fleet_deliveries} queued deliveries x {steps} steps, N 'execsys serve' processes "
+        f"(--concurrency {args.fleet_concurrency}), {where}"
+    )
+    _table(fleet)
+    by = {r["system"]: r for r in fleet}
+    if "serve x1" in by and "serve x2" in by:
+        ratio = by["serve x2"]["deliveries/s"] / by["serve x1"]["deliveries/s"]
+        print(f"2 processes / 1 process: {ratio:.2f}x deliveries/s (target >= 1.5x)")
+
+
+def _fleet_rows(url: str, folder: Path, args: argparse.Namespace, steps: int) -> list[Any]:
+    from bench._fleet_serve import fleet_round
+
+    rows = []
+    for text in args.fleet_processes.split(","):
+        processes = int(text)
+        rows.append(
+            fleet_round(
+                url,
+                folder / f"fleet-{processes}",
+                processes,
+                args.fleet_deliveries,
+                steps,
+                args.fleet_concurrency,
+            )
+        )
+    if args.profile:  # an extra round, not in the table: the profile slows its runner
+        fleet_round(
+            url, folder / "profiled", 1, args.fleet_deliveries, steps, 1, profile=args.profile
+        )
+        print(f"profile of one runner (CPU time) written to {args.profile}")
+    return rows
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    print(" | ".join(f"{k:>14}" for k in rows[0]))
     for r in rows:
         print(" | ".join(f"{v:>14.2f}" if isinstance(v, float) else f"{v:>14}" for v in r.values()))
-    by = {r["system"]: r for r in rows}
+
+
+def _peer_ratios(by: dict[str, dict[str, Any]]) -> None:
     ratio = by["host"]["ms/step"] / by["raw-langgraph"]["ms/step"]
     print(f"host per-step cost / raw LangGraph: {ratio:.2f}x (target <= 1.3x)")
     if "dbos" in by:
@@ -263,17 +322,15 @@ def main() -> None:
             f"host steps/s / DBOS steps/s: "
             f"{by['host']['steps/s'] / by['dbos']['steps/s']:.2f}x (target >= 1x)"
         )
+
+
+def _sizes(sizes: dict[str, list[tuple[int, int]]]) -> None:
     for label, points in sizes.items():
         per = [b * 1000 / s for s, b in points]
         print(
             f"{label}: bytes per 1,000 steps at {points[0][0]} steps {per[0]:,.0f}, "
             f"at {points[1][0]} steps {per[1]:,.0f} (total tables incl. indexes)"
         )
-    delays = fence_delay(url, 0.2, 20, folder)
-    print(
-        f"lease expiry -> stale writer fenced: p50 {statistics.median(delays) * 1000:.1f} ms, "
-        f"max {max(delays) * 1000:.1f} ms over {len(delays)} (the taker polls every 10 ms)"
-    )
 
 
 if __name__ == "__main__":

@@ -36,6 +36,13 @@ def register(commands: Any) -> None:
         "--concurrency", default="1", metavar="N", help="deliveries driven at once (default 1)"
     )
     serve.add_argument("--name", metavar="NAME", help="this runner's name (default HOST-PID)")
+    serve.add_argument(
+        "--poll-interval",
+        default="0.25",
+        metavar="S",
+        help="seconds between looks for queued work when nothing wakes the runner "
+        "(default 0.25; on PostgreSQL a queued delivery wakes it at once)",
+    )
     add_lease_ttl(serve)
     serve.set_defaults(handler=_serve)
 
@@ -70,11 +77,14 @@ def _serve(args: argparse.Namespace) -> int:
     factory_config(args.store)
     lease_ttl_s(args.lease_ttl)
     concurrency = _count(args.concurrency, "--concurrency")
+    poll_s = _seconds(args.poll_interval, "--poll-interval")
     executors_dir = Path(args.config).parent.absolute() if args.config else Path.cwd()
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     runner = open_runner(args.store, executors_dir, lease_ttl=args.lease_ttl)
     try:
-        server = Server(runner.host, concurrency=concurrency, name=name, as_json=args.json)
+        server = Server(
+            runner.host, concurrency=concurrency, name=name, as_json=args.json, poll_s=poll_s
+        )
         return asyncio.run(server.main())
     finally:
         runner.close()
@@ -87,6 +97,16 @@ def _count(text: str, flag: str) -> int:
         value = 0
     if not 1 <= value <= 1024:
         raise error(ErrorCode.USAGE, f"{flag} {text!r}", path=flag, expected="an integer 1..1024")
+    return value
+
+
+def _seconds(text: str, flag: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.01 <= value <= 86400:  # also refuses nan
+        raise error(ErrorCode.USAGE, f"{flag} {text!r}", path=flag, expected="seconds 0.01..86400")
     return value
 
 

@@ -69,6 +69,7 @@ def test_migrate_creates_the_schema_once_and_reports_it(pg_url: str) -> None:
     applied = query(pg_url, "SELECT version FROM execsys_schema ORDER BY 1")
     assert [r["version"] for r in applied] == [m.version for m in MIGRATIONS]
     assert {"checkpoints", "checkpoint_blobs", "execsys_leases"} <= tables(pg_url)
+    assert "execsys_queue" not in tables(pg_url), "queued work lives in the status row"
     with connect(pg_url) as conn:
         require_current(conn, pg_url)
 

@@ -16,6 +16,7 @@ from host.storage.postgres._connect import (
     store_failure,
 )
 from host.storage.postgres._leases import LEASE_FOR_SHARE
+from host.storage.postgres._listen import QUEUE_CHANNEL, QueueListener
 from host.storage.postgres._migrations import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -30,10 +31,12 @@ from host.storage.postgres._tx import PostgresTx
 __all__ = [
     "LEASE_FOR_SHARE",
     "MIGRATIONS",
+    "QUEUE_CHANNEL",
     "SCHEMA_VERSION",
     "Migration",
     "PostgresStorage",
     "PostgresTx",
+    "QueueListener",
     "check_database",
     "connect",
     "connect_error",

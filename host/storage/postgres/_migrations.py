@@ -125,6 +125,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        3,
+        "drop the unused queue table (queued work is the status row; see decision 0093)",
+        """
+        DROP TABLE IF EXISTS execsys_queue;
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
+from host.storage.postgres._listen import QueueListener
 from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
 from host.storage.postgres._tx import (
     DELIVERY_SQL,
@@ -41,6 +43,31 @@ logging.getLogger("psycopg.pool").propagate = False
 
 POOL_SIZE = 8
 """Connections per process at most (one per delivery driven at once, plus reads)."""
+IDLE_CHECK_S = 1.0
+"""A pooled connection idle longer than this is probed before it is handed out."""
+
+
+class _IdleProbe:
+    """Probe a pooled connection before reuse once it has been idle a while.
+
+    A server restart leaves every pooled connection broken, and the pool only
+    learns so when one fails: without a probe the first transaction after the
+    restart (a step's commit, say) fails. A connection used again within
+    ``IDLE_CHECK_S`` is handed out as is, so a busy runner pays nothing; one
+    that sat idle costs one empty round trip, and a broken one is replaced.
+    """
+
+    def __init__(self) -> None:
+        self.returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def reset(self, conn: psycopg.Connection[DictRow]) -> None:
+        """The pool got ``conn`` back: note when."""
+        self.returned[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[DictRow]) -> None:
+        """Raise if ``conn``, idle a while, no longer reaches the server."""
+        if time.monotonic() - self.returned.get(conn, 0.0) > IDLE_CHECK_S:
+            ConnectionPool.check_connection(conn)
 
 
 class PostgresStorage:
@@ -52,6 +79,7 @@ class PostgresStorage:
         self.url = url
         self.substrate_setup = substrate_setup
         """Creates the substrate's tables in :meth:`setup`'s transaction (the checkpointer's)."""
+        self._probe = _IdleProbe()
         self.pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
             conninfo(url),
             min_size=1,
@@ -59,6 +87,8 @@ class PostgresStorage:
             kwargs=SETTINGS,
             open=False,
             name="execsys",
+            check=self._probe.check,
+            reset=self._probe.reset,
         )
         self.pool.open(wait=False)
 
@@ -278,6 +308,10 @@ class PostgresStorage:
                 )
             )
         return listed
+
+    def queue_listener(self) -> QueueListener:
+        """A listener a runner starts to wake when a delivery is queued (its own connection)."""
+        return QueueListener(self.url)
 
     def close(self) -> None:
         """Close the pool's connections."""

@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
 from host.storage.postgres._leases import LEASE_FOR_SHARE
+from host.storage.postgres._listen import NOTIFY_SQL
 
 DELIVERY_SQL = (
     "SELECT delivery, graph, graph_digest, digest, document, status, outcome, detail, "
@@ -138,12 +139,17 @@ class PostgresTx:
         detail: dict[str, Any],
         checkpoint: str | None,
     ) -> None:
-        """Update the derived status (inside the checkpoint's transaction)."""
+        """Update the derived status (inside the checkpoint's transaction).
+
+        Queuing a delivery notifies the runners listening for queued work.
+        """
         self.cur.execute(
             "UPDATE execsys_deliveries SET status = %s, outcome = %s, detail = %s, "
             "checkpoint = COALESCE(%s, checkpoint), updated = %s WHERE delivery = %s",
             (status, outcome, Jsonb(detail), checkpoint, time.time(), delivery),
         )
+        if status == "queued":  # runners LISTENing wake at the commit
+            self.cur.execute(NOTIFY_SQL, (delivery,))
 
     def claim_queued(self, delivery: str, message: str) -> bool:
         """Move a ``queued`` delivery to ``running``; False if it is not queued."""
