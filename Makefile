@@ -43,7 +43,7 @@ test: lint types layers
 mutate: $(VENV)/.installed
 	$(PY) -m tests.mutation
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed  ## every benchmark at a reduced size (bench/run_all.py --full for the documented sizes)
 	$(PY) bench/run_all.py
 
 clean:
