@@ -12,6 +12,7 @@ the storage backends (import-linter), nor ``runner`` or ``execution_system``;
 no import cycles among its modules.
 """
 
+from host._goals import GoalTable
 from host._operations import OPERATIONS, Operation, OperationContext
 from host._protocol import CoordinatorHost, HostFactory
 from host._selection import check_selection
@@ -19,6 +20,7 @@ from host._selection import check_selection
 __all__ = [
     "OPERATIONS",
     "CoordinatorHost",
+    "GoalTable",
     "HostFactory",
     "Operation",
     "OperationContext",
