@@ -92,24 +92,14 @@ def _serve(args: argparse.Namespace) -> int:
         )
     import uvicorn
 
-    from contracts import sqlite_path
-    from execution_system._compose import (
-        factory_config,
-        load_runner_config,
-        open_runner,
-        store_url,
-    )
+    from execution_system._compose import load_runner_config, store_url
+    from execution_system.codeclosure import GoalRuntime
     from execution_system.web import create_app
 
     config = load_runner_config(Path(args.config) if args.config else None)
-    goals: Any = None
-    if sqlite_path(factory_config(args.store).store) is not None:
-        from execution_system.codeclosure import GoalRuntime
-
-        goals = GoalRuntime(args.store)
-        runner = goals.runner
-    else:
-        runner = open_runner(args.store)
+    # Goals live in the Host's store on every backend: the console always shows them.
+    goals = GoalRuntime(args.store)
+    runner = goals.runner
     app = create_app(
         runner.host, tokens=tokens, goals=goals, executors=config.executors, loopback=loopback
     )
@@ -121,10 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         uvicorn.run(app, host=host_name, port=port, log_level="warning", access_log=False)
     finally:
-        if goals is not None:
-            goals.close()
-        else:
-            runner.close()
+        goals.close()
     return 0
 
 
