@@ -12,6 +12,7 @@ the storage backends (import-linter), nor ``runner`` or ``execution_system``;
 no import cycles among its modules.
 """
 
+from host._goals import GoalTable
 from host._operations import OPERATIONS, Operation, OperationContext
 from host._protocol import CoordinatorHost, HostFactory
 from host._reports import (
@@ -38,6 +39,7 @@ __all__ = [
     "CustodyHeads",
     "DeliveryPage",
     "DeliverySummary",
+    "GoalTable",
     "HostFactory",
     "InspectReport",
     "JournalHead",

@@ -22,6 +22,7 @@ from contracts import ActionNode, AdmittedDelivery, Custody, ErrorCode, error
 from contracts._invocation import Invoker
 from contracts._status import NEEDS_DIRECTIVE, NOT_RUNNABLE, DeliveryStatus, StatusReport
 from host._context import DeliveryContext, StepWriter
+from host._goals import GoalTable
 from host._journal_book import JournalBook
 from host._lease import FencedCustody, LeaseManager, fenced, holder_name
 from host._operations import Operation
@@ -135,6 +136,11 @@ class HostCore:
     def status(self, delivery_id: str) -> StatusReport:
         """The delivery's current status (from the store; no substrate)."""
         return status_report(self.store, delivery_id)
+
+    @property
+    def goals(self) -> GoalTable:
+        """The goal rows applications keep on this Host's store."""
+        return GoalTable(self.store)
 
     def lease_counts(self) -> dict[str, int]:
         """Lease grants, renewals, lost renewals and fenced writes of this Host so far."""

@@ -15,6 +15,7 @@ from contracts import (
 )
 from contracts._invocation import Invoker
 from contracts._status import RecoveryDirective, StatusReport
+from host._goals import GoalTable
 from host._operations import Operation
 from host._reports import (
     DeliveryPage,
@@ -153,6 +154,15 @@ class CoordinatorHost(Protocol):
 
     def inspect(self, delivery_id: DeliveryId) -> InspectReport:
         """Status, node states and attempts, journal/custody/checkpoint heads, directives."""
+        ...
+
+    @property
+    def goals(self) -> GoalTable:
+        """The goal rows an application (CodeClosure) keeps on this Host's store.
+
+        Versioned rows moved by compare-and-set, with a note log; stored through
+        the storage port, so they live on whichever backend the store is.
+        """
         ...
 
     def lease_counts(self) -> dict[str, int]:

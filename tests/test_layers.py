@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -95,3 +97,55 @@ def test_an_import_cycle_in_host_breaks_a_contract(tmp_path: Path, planted: dict
     result = _lint(tmp_path)
     assert result.returncode != 0
     assert "No import cycles within host BROKEN" in result.stdout
+
+
+PRODUCT_DRIVERS = "No database driver in execution_system (storage via the Host)"
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("execution_system/_bad.py", "import sqlite3\n"),
+        ("execution_system/codeclosure/_bad.py", "from sqlite3 import connect\n"),
+        ("execution_system/codeclosure/_bad.py", "import psycopg\n"),
+        ("execution_system/cli/_bad.py", "from psycopg_pool import ConnectionPool\n"),
+    ],
+)
+def test_a_driver_import_in_the_product_breaks_its_contract(
+    tmp_path: Path, module: str, line: str
+) -> None:
+    _copy_tree(tmp_path)
+    (tmp_path / module).write_text(line)
+    result = _lint(tmp_path)
+    assert result.returncode != 0
+    assert f"{PRODUCT_DRIVERS} BROKEN" in result.stdout, result.stdout
+
+
+_SQL = re.compile(
+    r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM"
+    r"|CREATE\s+(TABLE|INDEX)|PRAGMA\s)",
+    re.DOTALL,  # the code base writes its SQL keywords in capitals; prose is not SQL
+)
+
+
+def _sql_strings(package: Path) -> list[str]:
+    """Every string literal under ``package`` that reads as an SQL statement, as file:line."""
+    return [
+        f"{path.relative_to(package)}:{node.lineno}"
+        for path in sorted(package.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and _SQL.search(node.value)
+    ]
+
+
+def test_the_product_holds_no_sql() -> None:
+    assert _sql_strings(ROOT / "execution_system") == []
+
+
+def test_the_sql_finder_finds_sql(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text('Q = "UPDATE execsys_goals SET state = ? WHERE goal = ?"\n')
+    (tmp_path / "n.py").write_text('"""Select a goal from the list of goals."""\n')
+    assert _sql_strings(tmp_path) == ["m.py:1"]
+    assert _sql_strings(ROOT / "host" / "storage" / "sqlite"), "the backend's SQL is found"

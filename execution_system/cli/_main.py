@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -66,31 +65,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _store_failure(exc: sqlite3.Error, args: argparse.Namespace | None) -> ExecsysError:
+def _driver_failure(exc: Exception, args: argparse.Namespace | None) -> ExecsysError | None:
+    """A store driver's exception as one catalogued line; None for anything else.
+
+    The driver is told by its exception's module, so that neither driver is
+    imported here for an error that is not its own (nor at all by this layer).
+    """
+    module = type(exc).__module__
+    if module != "sqlite3" and not module.startswith("psycopg"):
+        return None
     from contracts import sqlite_path
     from execution_system._compose import store_url
 
     url = store_url(getattr(args, "store", None))
-    raw = sqlite_path(url)
-    where = str(Path(raw).absolute()) if raw else url
-    text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    if isinstance(exc, sqlite3.OperationalError):
-        return error(ErrorCode.STORE_ERROR, text, path=where, expected="a store that can be read")
-    return error(
-        ErrorCode.STORE_UNREADABLE,
-        f"the store is damaged: {text}",
-        path=where,
-        expected="an intact SQLite store (restore a backup or choose another --store)",
-    )
+    if module == "sqlite3":
+        from host.storage.sqlite import driver_failure as sqlite_failure
 
-
-def _driver_failure(exc: Exception, args: argparse.Namespace | None) -> ExecsysError | None:
-    if not type(exc).__module__.startswith("psycopg"):
-        return None  # never import the driver for an error that is not its own
-    from execution_system._compose import store_url
+        raw = sqlite_path(url)
+        return sqlite_failure(exc, str(Path(raw).absolute()) if raw else url)
     from host.storage.postgres import driver_failure
 
-    return driver_failure(exc, store_url(getattr(args, "store", None)))
+    return driver_failure(exc, url)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -104,9 +99,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except ExecsysError as exc:
         return report_error(exc, as_json)
-    except sqlite3.Error as exc:
-        # Opening maps its own failures; this is damage found while reading later.
-        return report_error(_store_failure(exc, args), as_json)
     except BrokenPipeError:
         # The reader went away (e.g. '| head'): not an error of ours.
         sys.stderr.close()
@@ -117,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the boundary: never a traceback on a user's terminal
         mapped = _driver_failure(exc, args)
         if mapped is not None:
-            # A PostgreSQL store failing after it was opened (lost server, damaged schema).
+            # A store failing after it was opened (damage, a lost server, a lock held).
             return report_error(mapped, as_json)
         if os.environ.get("EXECSYS_DEBUG"):
             raise

@@ -96,26 +96,15 @@ def _serve(args: argparse.Namespace) -> int:
         )
     import uvicorn
 
-    from contracts import sqlite_path
-    from execution_system._compose import (
-        config_path,
-        factory_config,
-        load_runner_config,
-        open_runner,
-        store_url,
-    )
+    from execution_system._compose import config_path, load_runner_config, store_url
+    from execution_system.codeclosure import GoalRuntime
     from execution_system.web import create_app, fleet_source
 
     # --config, else an execsys.yaml in the working directory (as beside a spec for 'run')
     config = load_runner_config(config_path(args.config, Path.cwd() / "spec"))
-    goals: Any = None
-    if sqlite_path(factory_config(args.store).store) is not None:
-        from execution_system.codeclosure import GoalRuntime
-
-        goals = GoalRuntime(args.store)
-        runner = goals.runner
-    else:
-        runner = open_runner(args.store)
+    # Goals live in the Host's store on every backend: the console always shows them.
+    goals = GoalRuntime(args.store)
+    runner = goals.runner
     app = create_app(
         runner.host,
         tokens=tokens,
@@ -132,10 +121,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         uvicorn.run(app, host=host_name, port=port, log_level="warning", access_log=False)
     finally:
-        if goals is not None:
-            goals.close()
-        else:
-            runner.close()
+        goals.close()
     return 0
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sqlite3
-import time
 import uuid
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import ErrorCode, digest_of, error
 from execution_system.codeclosure._python import check_sees_candidate, discover
+from host import GoalTable
 
 _NAME = r"^[A-Za-z0-9_-]{1,40}$"
 
@@ -120,24 +119,6 @@ class Goal(_Frozen):
     def spec_digest(self, check: str) -> str:
         """The digest that binds evidence to this exact check specification."""
         return digest_of({"check": check, "argv": list(self.checks[check])})
-
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS execsys_goal_notes (
-    goal TEXT NOT NULL,
-    time REAL NOT NULL,
-    text TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS execsys_goals (
-    goal TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
-    document BLOB NOT NULL,
-    delivery TEXT,
-    state TEXT NOT NULL,
-    created REAL NOT NULL,
-    updated REAL NOT NULL
-);
-"""
 
 
 def parse_check(text: str) -> tuple[str, tuple[str, ...]]:
@@ -299,37 +280,24 @@ def _check_inputs(folder: Path, checks: dict[str, tuple[str, ...]]) -> list[str]
 
 
 class GoalStore:
-    """Goals beside the Host's tables, in the same store file (own connection)."""
+    """Goals on the Host's store, through its goal table (any backend).
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(path), timeout=10.0)
-        self.conn.execute("PRAGMA busy_timeout=10000")
-        self.conn.executescript(SCHEMA)
-        self.conn.commit()
+    Adds what goals mean to the Host's plain rows: the goal document, the
+    READY state a new goal starts in, and the coded refusals (no such goal, a
+    stale version).
+    """
 
-    def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
+    def __init__(self, table: GoalTable) -> None:
+        self.table = table
 
     def insert(self, goal: Goal) -> dict[str, Any]:
-        """Store a new goal at version 1 (one statement: nothing half-created)."""
-        now = time.time()
-        with self.conn:
-            self.conn.execute(
-                "INSERT INTO execsys_goals (goal, version, document, delivery, state, created, "
-                "updated) VALUES (?, 1, ?, NULL, 'READY', ?, ?)",
-                (goal.id, goal.model_dump_json(), now, now),
-            )
+        """Store a new goal at version 1 (one transaction: nothing half-created)."""
+        self.table.insert(goal.id, goal.model_dump_json().encode(), "READY")
         return self.get(goal.id)
 
     def get(self, goal_id: str) -> dict[str, Any]:
         """The goal's row: goal, version, delivery, state."""
-        row = self.conn.execute(
-            "SELECT goal, version, document, delivery, state, created, updated FROM "
-            "execsys_goals WHERE goal = ?",
-            (goal_id,),
-        ).fetchone()
+        row = self.table.get(goal_id)
         if row is None:
             raise error(
                 ErrorCode.GOAL_NOT_FOUND,
@@ -338,50 +306,37 @@ class GoalStore:
                 expected="a goal id printed by 'execsys goal create'",
             )
         return {
-            "goal": Goal.model_validate_json(row[2]),
+            "goal": Goal.model_validate_json(row["document"]),
             "notes": self.notes(goal_id),
-            "id": row[0],
-            "version": row[1],
-            "delivery": row[3],
-            "state": row[4],
-            "created": row[5],
-            "updated": row[6],
+            "id": row["goal"],
+            "version": row["version"],
+            "delivery": row["delivery"],
+            "state": row["state"],
+            "created": row["created"],
+            "updated": row["updated"],
         }
 
     def advance(
         self, goal_id: str, expected: int, *, state: str, delivery: str | None = None
     ) -> dict[str, Any]:
         """Compare-and-set: move to ``state`` only if the version is still ``expected``."""
-        with self.conn:
-            cur = self.conn.execute(
-                "UPDATE execsys_goals SET version = version + 1, state = ?, "
-                "delivery = COALESCE(?, delivery), updated = ? WHERE goal = ? AND version = ?",
-                (state, delivery, time.time(), goal_id, expected),
+        if not self.table.advance(goal_id, expected, state=state, delivery=delivery):
+            current = self.get(goal_id)
+            raise error(
+                ErrorCode.GOAL_STALE_VERSION,
+                f"the goal is at version {current['version']}",
+                path=goal_id,
+                expected=f"--expected-version {current['version']}",
             )
-            if cur.rowcount != 1:
-                current = self.get(goal_id)
-                raise error(
-                    ErrorCode.GOAL_STALE_VERSION,
-                    f"the goal is at version {current['version']}",
-                    path=goal_id,
-                    expected=f"--expected-version {current['version']}",
-                )
         return self.get(goal_id)
 
     def note(self, goal_id: str, text: str) -> None:
         """Record why something about the goal failed outside its delivery's journal."""
-        with self.conn:
-            self.conn.execute(
-                "INSERT INTO execsys_goal_notes (goal, time, text) VALUES (?, ?, ?)",
-                (goal_id, time.time(), text),
-            )
+        self.table.note(goal_id, text)
 
     def notes(self, goal_id: str) -> list[str]:
         """The goal's notes, oldest first."""
-        rows = self.conn.execute(
-            "SELECT text FROM execsys_goal_notes WHERE goal = ? ORDER BY time", (goal_id,)
-        ).fetchall()
-        return [text for (text,) in rows]
+        return self.table.notes(goal_id)
 
     def check_version(self, goal_id: str, expected: int) -> dict[str, Any]:
         """Refuse a stale command before looking at anything else."""
@@ -397,17 +352,13 @@ class GoalStore:
 
     def list(self) -> list[dict[str, Any]]:
         """Every goal, newest first."""
-        rows = self.conn.execute(
-            "SELECT goal, version, state, delivery, document FROM execsys_goals "
-            "ORDER BY created DESC"
-        ).fetchall()
         return [
             {
-                "goal": g,
-                "version": v,
-                "state": s,
-                "delivery": d,
-                "objective": json.loads(doc)["objective"],
+                "goal": row["goal"],
+                "version": row["version"],
+                "state": row["state"],
+                "delivery": row["delivery"],
+                "objective": json.loads(row["document"])["objective"],
             }
-            for g, v, s, d, doc in rows
+            for row in self.table.rows()
         ]

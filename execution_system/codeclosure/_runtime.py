@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts import AuthorityPolicy, ErrorCode, ExecsysError, NodeId, error, sqlite_path
+from contracts import AuthorityPolicy, ErrorCode, ExecsysError, NodeId, error
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
 from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
@@ -43,24 +43,15 @@ class GoalRuntime:
     """Goals and their deliveries on one store."""
 
     def __init__(self, store: str | None = None, *, lease_ttl: str | None = None) -> None:
-        config = factory_config(store)
-        self.config = config
-        raw = sqlite_path(config.store)
-        if raw is None:
-            raise error(
-                ErrorCode.HOST_CREATION_FAILED,
-                "goals need a SQLite store",
-                path=config.store,
-                expected="sqlite:///PATH",
-            )
-        self.goals = GoalStore(Path(raw).absolute())
+        self.config = factory_config(store)
         self.runner = open_runner(store, operations=OPERATIONS, lease_ttl=lease_ttl)
         self.host: Any = self.runner.host
+        # The goal rows live in the Host's store, on whichever backend it is.
+        self.goals = GoalStore(self.runner.host.goals)
 
     def close(self) -> None:
-        """Release the Host and the goal store."""
+        """Release the Host (and with it the goal rows' store)."""
         self.runner.close()
-        self.goals.close()
 
     def create(
         self,

@@ -8,6 +8,7 @@ package imports no database driver and no LangGraph (import-linter enforces it).
 
 from host.storage._port import (
     DeliveryRow,
+    GoalRow,
     LeaseRow,
     ListedDelivery,
     RunnerRow,
@@ -15,4 +16,12 @@ from host.storage._port import (
     StorageTx,
 )
 
-__all__ = ["DeliveryRow", "LeaseRow", "ListedDelivery", "RunnerRow", "Storage", "StorageTx"]
+__all__ = [
+    "DeliveryRow",
+    "GoalRow",
+    "LeaseRow",
+    "ListedDelivery",
+    "RunnerRow",
+    "Storage",
+    "StorageTx",
+]

@@ -17,6 +17,8 @@ Rules every backend keeps (``tests/storage`` checks them on each one):
   The core compares it with the token it holds and raises before writing.
 * **Records are content-addressed.** :meth:`StorageTx.put_record` of a digest
   already stored changes nothing.
+* **A goal advances by compare-and-set.** :meth:`StorageTx.advance_goal` moves
+  a goal row only while its version is the one the caller read, and bumps it.
 * **Retirement deletes once.** :meth:`StorageTx.retire` removes the delivery's
   checkpoints, checkpoint index and the records no other delivery references,
   and records the fact, in the caller's transaction.
@@ -86,6 +88,28 @@ class RunnerRow(TypedDict):
     """Its last heartbeat (epoch seconds)."""
     deliveries: list[str]
     """The deliveries whose unexpired leases its process holds."""
+
+
+class GoalRow(TypedDict):
+    """One goal an application keeps on the Host's store (CodeClosure's), as stored.
+
+    The Host gives ``document`` and ``state`` no meaning: the application owns both.
+    """
+
+    goal: str
+    """The goal id."""
+    version: int
+    """Starts at 1; every :meth:`StorageTx.advance_goal` adds one."""
+    document: bytes
+    """The application's goal document (JSON), written once."""
+    delivery: str | None
+    """The delivery that carries the goal out, once there is one."""
+    state: str
+    """The application's state of the goal."""
+    created: float
+    """Creation time (epoch seconds)."""
+    updated: float
+    """Last change (epoch seconds)."""
 
 
 class LeaseRow(NamedTuple):
@@ -172,6 +196,23 @@ class StorageTx(Protocol):
 
     def has_record(self, digest: str) -> bool:
         """Whether the record is stored (this transaction's writes included)."""
+        ...
+
+    # --- goals -----------------------------------------------------------------------------
+
+    def insert_goal(self, goal: str, document: bytes, state: str) -> None:
+        """Store a new goal at version 1 with no delivery; refuses a duplicate id."""
+        ...
+
+    def advance_goal(self, goal: str, expected: int, state: str, delivery: str | None) -> bool:
+        """Set ``state`` (and ``delivery``, unless None) if the version is ``expected``.
+
+        The version goes up by one; False (and nothing written) when it is not ``expected``.
+        """
+        ...
+
+    def add_goal_note(self, goal: str, text: str) -> None:
+        """Append a note to the goal's log (why something failed outside its delivery)."""
         ...
 
     # --- journal and checkpoint index ------------------------------------------------
@@ -269,6 +310,18 @@ class Storage(Protocol):
         changed_since: float | None = None,
     ) -> tuple[list[ListedDelivery], int]:
         """One page of deliveries (latest change first, then id) and how many match."""
+        ...
+
+    def goal(self, goal: str) -> GoalRow | None:
+        """The goal's row, or None."""
+        ...
+
+    def goals(self) -> list[GoalRow]:
+        """Every goal, newest first."""
+        ...
+
+    def goal_notes(self, goal: str) -> list[str]:
+        """The goal's notes, oldest first."""
         ...
 
     def get_record(self, digest: str) -> Any:

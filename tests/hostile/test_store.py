@@ -187,3 +187,19 @@ def test_a_writing_command_on_a_read_only_store_says_so(
     assert done.returncode == 1
     assert done.stderr.startswith(f"execsys: STORE_READ_ONLY at {store}: "), done.stderr
     assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_store_failure_found_after_opening_is_one_coded_line(
+    tmp_path: Path, good_store: tuple[Path, str]
+) -> None:
+    # The goal table replaced by one of another shape: opening succeeds, reading it fails.
+    import sqlite3
+
+    shutil.copy(good_store[0], tmp_path / "s.db")
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        db.execute("DROP TABLE IF EXISTS execsys_goals")
+        db.execute("CREATE TABLE execsys_goals (other TEXT)")
+    done = execsys("goal", "status", "--store", "sqlite:///s.db", cwd=tmp_path)
+    assert done.code == 1, done.err
+    assert done.line.startswith(f"execsys: STORE_ERROR at {tmp_path}/s.db: "), done.err
+    assert "no such column" in done.line and "Traceback" not in done.err

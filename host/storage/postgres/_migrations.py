@@ -132,6 +132,28 @@ MIGRATIONS: tuple[Migration, ...] = (
         DROP TABLE IF EXISTS execsys_queue;
         """,
     ),
+    Migration(
+        4,
+        "goals: CodeClosure's goal rows and their notes",
+        """
+        CREATE TABLE execsys_goals (
+            goal TEXT PRIMARY KEY,
+            version BIGINT NOT NULL CHECK (version >= 1),
+            document BYTEA NOT NULL,
+            delivery TEXT,
+            state TEXT NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            updated DOUBLE PRECISION NOT NULL
+        );
+        CREATE TABLE execsys_goal_notes (
+            id BIGSERIAL PRIMARY KEY,
+            goal TEXT NOT NULL,
+            time DOUBLE PRECISION NOT NULL,
+            text TEXT NOT NULL
+        );
+        CREATE INDEX execsys_goal_notes_by_goal ON execsys_goal_notes (goal, time, id);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

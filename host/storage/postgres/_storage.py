@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
+from host.storage.postgres._goals import PostgresGoalReads
 from host.storage.postgres._listen import QueueListener
 from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
 from host.storage.postgres._tx import (
@@ -70,7 +71,7 @@ class _IdleProbe:
             ConnectionPool.check_connection(conn)
 
 
-class PostgresStorage:
+class PostgresStorage(PostgresGoalReads):
     """The Host's tables in one PostgreSQL database, through a pool of connections."""
 
     errors: tuple[type[BaseException], ...] = (psycopg.Error,)

@@ -18,6 +18,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
+from host.storage.postgres._goals import PostgresGoalWrites
 from host.storage.postgres._leases import LEASE_FOR_SHARE
 from host.storage.postgres._listen import NOTIFY_SQL
 
@@ -48,7 +49,7 @@ _WRITES_SQL = (
 )
 
 
-class PostgresTx:
+class PostgresTx(PostgresGoalWrites):
     """One PostgreSQL write transaction (a cursor inside ``conn.transaction()``)."""
 
     def __init__(self, cur: psycopg.Cursor[DictRow]) -> None:

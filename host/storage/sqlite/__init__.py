@@ -6,7 +6,7 @@ subclass adds inside its own transaction. It may import ``sqlite3``; it may not
 import LangGraph or anything of the Host core beyond the port it implements.
 """
 
-from host.storage.sqlite._errors import refuse_unusable, store_error
+from host.storage.sqlite._errors import driver_failure, refuse_unusable, store_error
 from host.storage.sqlite._open import open_store
 from host.storage.sqlite._storage import SCHEMA, SqliteStorage, connect
 from host.storage.sqlite._tx import SqliteTx
@@ -16,6 +16,7 @@ __all__ = [
     "SqliteStorage",
     "SqliteTx",
     "connect",
+    "driver_failure",
     "open_store",
     "refuse_unusable",
     "store_error",

@@ -54,3 +54,23 @@ def store_error(exc: sqlite3.Error, store: Path) -> ExecsysError:
         path=str(store),
         expected="an intact SQLite store (restore a backup or choose another --store)",
     )
+
+
+def driver_failure(exc: BaseException, where: str) -> ExecsysError | None:
+    """The catalogued error for an ``sqlite3`` exception that escaped to the CLI, else None.
+
+    Opening a store maps its own failures (:func:`store_error`); this is damage
+    or contention found while reading later. Lets layers that may not import the
+    driver (the product's error boundary) map its failures without its types.
+    """
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    if isinstance(exc, sqlite3.OperationalError):
+        return error(ErrorCode.STORE_ERROR, text, path=where, expected="a store that can be read")
+    return error(
+        ErrorCode.STORE_UNREADABLE,
+        f"the store is damaged: {text}",
+        path=where,
+        expected="an intact SQLite store (restore a backup or choose another --store)",
+    )

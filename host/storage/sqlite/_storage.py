@@ -15,6 +15,7 @@ Tables (all prefixed ``execsys_``):
 * ``journal`` — the hash-chained transition journal: ordinal 0 is the header.
 * ``leases`` — per-delivery owner and fencing token.
 * ``retirements`` — the durable fact left when a delivery is retired.
+* ``goals`` and ``goal_notes`` — CodeClosure's goals and their notes (``_goals.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from urllib.parse import quote
 
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
+from host.storage.sqlite._goals import GOAL_SCHEMA, SqliteGoalReads
 from host.storage.sqlite._tx import (
     DELIVERY_SQL,
     HEAD_SQL,
@@ -40,7 +42,8 @@ from host.storage.sqlite._tx import (
     listed,
 )
 
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS execsys_deliveries (
     delivery TEXT PRIMARY KEY,
     graph TEXT NOT NULL,
@@ -103,6 +106,8 @@ CREATE TABLE IF NOT EXISTS execsys_runners (
     heartbeat REAL NOT NULL
 );
 """
+    + GOAL_SCHEMA
+)
 
 
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
@@ -154,7 +159,7 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class SqliteStorage:
+class SqliteStorage(SqliteGoalReads):
     """The Host's tables on one connection (shared with the checkpointer)."""
 
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)

@@ -9,9 +9,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
+from host.storage.sqlite._goals import SqliteGoalWrites
 
 
-class SqliteTx:
+class SqliteTx(SqliteGoalWrites):
     """One SQLite write transaction (a cursor inside ``BEGIN IMMEDIATE``)."""
 
     def __init__(self, cur: sqlite3.Cursor) -> None:
