@@ -122,11 +122,10 @@ def test_events_stream_a_status_change_made_through_the_api(site: Site) -> None:
     data = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
     assert len(data) == 1
     change = json.loads(data[0])
-    assert (change["delivery"], change["status"], change["previous"]) == (
-        did,
-        "waiting",
-        "suspended",
-    )
+    # The answer moves the delivery suspended -> running -> waiting; a poll of the feed
+    # may land while it runs, so the first change sent is either step out of suspended.
+    assert (change["delivery"], change["previous"]) == (did, "suspended")
+    assert change["status"] in {"running", "waiting"}
 
 
 def test_events_are_refused_without_a_token_or_out_of_scope(site: Site) -> None:
