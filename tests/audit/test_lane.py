@@ -10,6 +10,7 @@ own events do take the lane, or it would be dead weight.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -154,6 +155,51 @@ def test_a_broken_chain_gets_the_same_verdict(edit: Any) -> None:
     with_lane = _report(forged, lane=True)
     assert with_lane == _report(forged, lane=False)
     assert not with_lane["ok"]
+
+
+@pytest.mark.parametrize(
+    ("rationale", "refused"),
+    [(b"\x01", 4), (b"\x7f", 5), (b"\\u0041", 4), (b"\\\\", 5), (b"\t", 4)],
+    ids=["control", "delete", "escape", "backslash", "tab"],
+)
+def test_a_line_with_unsafe_bytes_gets_the_same_verdict(rationale: bytes, refused: int) -> None:
+    # The template's strings admit any byte but a quote; the lane must still
+    # hand lines with controls, DEL or escapes to the strict path. DEL and an
+    # escaped backslash are canonical: that line passes, and the next one's
+    # prior (not re-chained) is what breaks.
+    def edit(lines: list[bytes]) -> list[bytes]:
+        line = lines[4].replace(b'"rationale":""', b'"rationale":"' + rationale + b'"')
+        fields_start = line.index(b',"digest":"')
+        end = line.index(b'"', fields_start + len(b',"digest":"sha256:'))
+        body = line[:fields_start] + line[end + 1 :]
+        digest = hashlib.sha256(body).hexdigest().encode()
+        lines[4] = line[: fields_start + len(b',"digest":"sha256:')] + digest + line[end:]
+        return lines
+
+    forged = _unchained(edit)
+    with_lane = _report(forged, lane=True)
+    assert with_lane == _report(forged, lane=False)
+    assert (with_lane["ok"], with_lane["ordinal"]) == (False, refused)
+
+
+@pytest.mark.parametrize("records", [True, False], ids=["records", "digests"])
+def test_a_terminal_completion_with_an_output_still_ends_the_delivery(records: bool) -> None:
+    # done#1 completes carrying an output reference (as an action node would),
+    # then plan readies again: the terminal ended the delivery, so that is
+    # AUDIT_AFTER_TERMINAL, whichever path read the completion.
+    forgery = Forgery((FIXTURES / "loop.bundle").read_bytes())
+    done = forgery.events[13]
+    assert (done["node"], done["transition"]) == ("done", "work-completed")
+    output = forgery.events[10]["refs"][0]["digest"]
+    done["refs"] = [{"digest": output, "id": "done#1", "kind": "output"}]
+    again = json.loads(json.dumps(forgery.events[5]))  # plan#2 readied after review#1
+    again.update(activation=3, request="plan/3/dependencies-satisfied")
+    again["predecessors"] = [{"activation": 2, "node": "review"}]
+    forgery.events.append(again)
+    forged = _rechained(forgery, records=records)
+    with_lane = _report(forged, lane=True)
+    assert with_lane == _report(forged, lane=False)
+    assert (with_lane["code"], with_lane["ordinal"]) == ("AUDIT_AFTER_TERMINAL", 15)
 
 
 def test_a_line_forged_in_place_gets_the_same_verdict() -> None:
