@@ -97,52 +97,15 @@ _REF_LIST = rb"\[(?P<refs>(?:" + _REF + rb"(?:," + _REF + rb")*+)?+)\]"
 _ATTEMPT = rb'\{"id":"(?P<attempt>[^"]{1,256}+)","sequence":(?P<sequence>[1-9][0-9]{0,14}+)\}'
 
 #: Each lane transition's named groups, in the order ``match.groups()`` returns them.
+_STEP = ("activation", "actor", "attempt", "sequence", "digest", "high", "node", "ordinal")
+_TAIL = ("prior", "rationale", "refs", "request", "request_digest")
 LAYOUT: Final[dict[str, tuple[str, ...]]] = {
     "dependencies-satisfied": (
-        "activation",
-        "actor",
-        "digest",
-        "high",
-        "node",
-        "ordinal",
-        "first",
-        "node1",
-        "more",
-        "prior",
-        "rationale",
-        "request",
-        "request_digest",
+        *("activation", "actor", "digest", "high", "node", "ordinal", "first", "node1", "more"),
+        *("prior", "rationale", "request", "request_digest"),
     ),
-    "work-started": (
-        "activation",
-        "actor",
-        "attempt",
-        "sequence",
-        "digest",
-        "high",
-        "node",
-        "ordinal",
-        "prior",
-        "rationale",
-        "refs",
-        "request",
-        "request_digest",
-    ),
-    "work-completed": (
-        "activation",
-        "actor",
-        "attempt",
-        "sequence",
-        "digest",
-        "high",
-        "node",
-        "ordinal",
-        "prior",
-        "rationale",
-        "refs",
-        "request",
-        "request_digest",
-    ),
+    "work-started": (*_STEP, *_TAIL),
+    "work-completed": (*_STEP, *_TAIL),
 }
 
 
