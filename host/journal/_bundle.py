@@ -162,13 +162,14 @@ def parse_bundle(data: bytes) -> Bundle:
     """
     if not data.endswith(b"\n"):
         raise _malformed("a bundle ends with a newline", "trailer")
-    lines = data[:-1].split(b"\n")
+    lines = data.split(b"\n")
+    lines.pop()  # the empty piece after the final newline
     if len(lines) < 3:
         raise _malformed("too few lines for a bundle", "line 1", expected="meta, journal, trailer")
     trailer = _canonical_object(lines[-1], "trailer")
     if set(trailer) != {"digest", "signature"} or not isinstance(trailer["digest"], str):
         raise _malformed("the trailer is not {digest, signature}", "trailer")
-    body = data[: len(data) - len(lines[-1]) - 1]
+    body = memoryview(data)[: len(data) - len(lines[-1]) - 1]  # hashed in place, not copied
     actual = "sha256:" + hashlib.sha256(body).hexdigest()
     if trailer["digest"] != actual:
         raise error(

@@ -8,18 +8,9 @@ mutant judged unable to change observable behaviour, and says why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tests.mutation.mutant import Mutant
 
-
-@dataclass(frozen=True)
-class Mutant:
-    id: str
-    what: str
-    file: str
-    original: str
-    replacement: str
-    tests: tuple[str, ...]
-    equivalent: str | None = None
+__all__ = ["MUTANTS", "Mutant"]
 
 
 PATHS = ("tests/host/test_paths.py",)
@@ -587,3 +578,8 @@ MUTANTS: tuple[Mutant, ...] = (
         FAILURES,
     ),
 )
+
+# The audit's fast lane and strict schema check (kept apart for size).
+from tests.mutation.audit_mutants import AUDIT_MUTANTS  # noqa: E402
+
+MUTANTS = MUTANTS + AUDIT_MUTANTS
