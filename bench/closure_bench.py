@@ -11,8 +11,10 @@ With ``--files N`` the project also holds N small generated files (a real
 tree's size), and the report adds, per node, the time in its executor turns
 (SOURCE_FREEZE is the freeze; check_tests includes the scratch copy), the
 orchestration time per generation (custody snapshots and the rest), the time
-in the Host's custody calls per generation (target: under 1 s on 10,000
-unchanged files), and the store and custody bytes the goal left behind.
+in the Host's custody calls per generation and per call (target: under 1 s
+on 10,000 unchanged files), the time in each step of custody's seeding (its
+``open``), and the store and custody bytes the goal left behind (blobs and
+manifests apart).
 
 Run: ``.venv/bin/python bench/closure_bench.py [--runs N] [--files N]``.
 """
@@ -62,6 +64,7 @@ class TimedCustody:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.by_method: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
@@ -75,8 +78,39 @@ class TimedCustody:
             finally:
                 spent = time.perf_counter() - started
                 self.by_method[name] = self.by_method.get(name, 0.0) + spent
+                self.calls[name] = self.calls.get(name, 0) + 1
 
         return timed
+
+
+SEED_PHASES: dict[str, float] = {}
+"""Time in each step of seeding (custody's ``open``), by step."""
+
+
+def _time_seed_phases() -> None:
+    """Wrap the steps of custody's seeding so the report can break ``open`` down."""
+    from execution_system.custody import _durable, _workspace
+    from execution_system.custody._blobs import BlobBatch
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - started
+                SEED_PHASES[label] = SEED_PHASES.get(label, 0.0) + spent
+
+        setattr(owner, name, timed)
+
+    wrap(_workspace, "scan", "scan seed + stage blobs")
+    wrap(_workspace, "_write_tree", "write workspace files")
+    wrap(_durable.Flusher, "files", "flush files")
+    wrap(BlobBatch, "commit", "publish blobs")
+    wrap(_durable.Flusher, "dirs", "flush folders")
+    wrap(_workspace, "verify", "check the copy")
 
 
 DETAIL: dict[str, Any] = {}
@@ -124,6 +158,7 @@ async def one_run(folder: Path, files: int = 0) -> tuple[float, float, int, str]
     if files:
         DETAIL.update(generations=view["generation"] or 1, by_node=dict(timer.by_node), total=total)
         DETAIL["custody"] = dict(custody.by_method)
+        DETAIL["calls"] = dict(custody.calls)
         DETAIL["outside"] = total - timer.seconds
     return total, timer.seconds, timer.turns, view["run_status"]
 
@@ -142,17 +177,26 @@ def _report(folder: Path, files: int) -> None:
     )
     spent = DETAIL["custody"]
     work = sum(spent.values())
+    counts = DETAIL["calls"]
     calls = ", ".join(
-        f"{name} {sec:.2f}" for name, sec in sorted(spent.items(), key=lambda i: -i[1])
+        f"{name} {sec:.2f}" + (f" in {counts[name]} calls" if counts.get(name, 1) > 1 else "")
+        for name, sec in sorted(spent.items(), key=lambda i: -i[1])
     )
+    if SEED_PHASES:
+        phases = ", ".join(f"{name} {sec:.2f}" for name, sec in SEED_PHASES.items())
+        print(f"  seeding steps (all custody flushes, part of open): {phases}")
     print(
         f"  custody work (the Host's calls, part of the above): {work:.2f} s, "
         f"{work / generations:.2f} s per generation ({calls})"
     )
     store = sum(p.stat().st_size for p in folder.glob("state.db*"))
+    records = folder / "custody" / "deliveries"
+    manifests = sum(_bytes(d / "manifests") for d in records.iterdir() if d.is_dir())
+    savepoints = sum(1 for d in records.iterdir() for _ in (d / "manifests").glob("*"))
     print(
         f"  store {store / 1e6:.1f} MB, custody {_bytes(folder / 'custody') / 1e6:.1f} MB "
-        f"(project {_bytes(folder / 'project') / 1e6:.1f} MB)"
+        f"(blobs {_bytes(folder / 'custody' / 'blobs') / 1e6:.1f} MB, {savepoints} manifests "
+        f"{manifests / 1e6:.1f} MB; project {_bytes(folder / 'project') / 1e6:.1f} MB)"
     )
 
 
@@ -162,6 +206,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=0, help="generated files in the project")
     args = parser.parse_args()
     if args.files:
+        _time_seed_phases()
         with tempfile.TemporaryDirectory(prefix="closure-bench-") as tmp:
             folder = Path(tmp) / "r"
             total, inside, turns, status = asyncio.run(one_run(folder, args.files))

@@ -2,7 +2,7 @@
 
 Layout: ``blobs/<first two hex>/<remaining 62 hex>``, named by the SHA-256 of
 the content. New contents are staged in ``blobs/.staging`` and published by a
-:class:`BlobBatch` in one step (fsync all, rename all, fsync the shard
+:class:`BlobBatch` in one step (flush all, rename all, flush the shard
 directories), so a blob under its final name is always complete, and a
 refused snapshot publishes nothing.
 """
@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import BinaryIO
 
-from execution_system.custody._durable import fsync_dir, fsync_dirs, fsync_files, write_all
+from execution_system.custody._durable import Flusher, fsync_dir, write_all
 
 #: Read size for streaming copies and hashes.
 CHUNK = 1 << 20
@@ -102,6 +102,7 @@ class BlobBatch:
         self._store = store
         self._staged: dict[str, Path] = {}
         self._lock = threading.Lock()
+        self._flusher: Flusher | None = None
 
     def wanted(self, digest: str) -> bool:
         """Whether ``digest`` is neither stored nor staged yet."""
@@ -111,7 +112,11 @@ class BlobBatch:
         return not self._store.has(digest)
 
     def _temp(self) -> tuple[int, Path]:
-        self._store.staging.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            if self._flusher is None:
+                self._store.staging.mkdir(parents=True, exist_ok=True)
+                # Opened before the first write, so it sees every write-back error after it.
+                self._flusher = Flusher([self._store.staging])
         tmp = self._store.staging / secrets.token_hex(16)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         return os.open(tmp, flags, 0o444), tmp
@@ -158,23 +163,48 @@ class BlobBatch:
         self._register(digest, tmp)
         return digest, size
 
-    def commit(self) -> None:
-        """Publish every staged blob durably (fsync, rename, fsync directories)."""
+    def source(self, digest: str) -> Path:
+        """Where the content of ``digest`` can be read now: staged here, else the store."""
+        with self._lock:
+            staged = self._staged.get(digest)
+        return staged if staged is not None else self._store.path(digest)
+
+    def pending(self) -> list[Path]:
+        """The staged, not yet published files (for a caller flushing them with its own)."""
+        with self._lock:
+            return list(self._staged.values())
+
+    def commit(self, *, flushed: bool = False) -> None:
+        """Publish every staged blob durably (flush, rename, flush directories).
+
+        ``flushed``: the caller has already made the staged files durable
+        (:meth:`pending`, flushed together with its own files).
+        """
         with self._lock:
             staged, self._staged = self._staged, {}
-        if not staged:
+            flusher, self._flusher = self._flusher, None
+        if flusher is None:  # nothing was ever staged
             return
-        fsync_files(list(staged.values()))
-        shards: set[Path] = set()
+        with flusher:
+            if staged:
+                self._publish(staged, flusher, flushed=flushed)
+
+    def _publish(self, staged: dict[str, Path], flusher: Flusher, *, flushed: bool) -> None:
+        if not flushed:
+            flusher.files(list(staged.values()))
+        shards: set[str] = set()
         new_shard = False
         for digest, tmp in staged.items():
-            final = self._store.path(digest)
-            if not final.parent.is_dir():
-                final.parent.mkdir(parents=True, exist_ok=True)
-                new_shard = True
+            # Plain strings and one existence check per shard: a seed publishes 10,000.
+            final = self._store._where(digest)
+            shard = os.path.dirname(final)
+            if shard not in shards:
+                if not os.path.isdir(shard):
+                    os.makedirs(shard, exist_ok=True)
+                    new_shard = True
+                shards.add(shard)
             os.replace(tmp, final)
-            shards.add(final.parent)
-        fsync_dirs(shards)
+        flusher.dirs(Path(shard) for shard in shards)
         if new_shard:
             fsync_dir(self._store.root)
 
@@ -182,5 +212,8 @@ class BlobBatch:
         """Drop every staged content (the scan was refused or failed)."""
         with self._lock:
             staged, self._staged = self._staged, {}
+            flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.close()
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)

@@ -67,7 +67,7 @@ from execution_system.custody._tree import (
     scan,
     tree_bytes,
 )
-from execution_system.custody._workspace import copy_seed, remove_tree
+from execution_system.custody._workspace import copy_seed, drop_leftover_openings, remove_tree
 from host._faults import boundary
 
 
@@ -240,20 +240,26 @@ class FileCustody:
             workspace = self._workspace(delivery)
             if not os.path.lexists(workspace):
                 workspace.parent.mkdir(parents=True, exist_ok=True)
+                drop_leftover_openings(workspace.parent, delivery)
                 staging = workspace.parent / f".open-{delivery}-{secrets.token_hex(6)}"
                 staging.mkdir()
                 try:
-                    # Verified in the staging folder, which nobody else can see or write:
-                    # that tree is what the workspace holds when it appears.
-                    tree = (
-                        {} if seed is None else copy_seed(Path(seed), staging, self._blobs, exclude)
+                    # Written and checked in the staging folder, which nobody else can see
+                    # or write: that tree is what the workspace holds when it appears.
+                    tree, cache = (
+                        ({}, {})
+                        if seed is None
+                        else copy_seed(Path(seed), staging, self._blobs, exclude)
                     )
+                    boundary("custody-seed-publish", "before")
                     os.rename(staging, workspace)
                 except BaseException:
                     remove_tree(staging)
                     raise
                 fsync_dir(workspace.parent)
+                boundary("custody-seed-publish", "after")
                 savepoint = self._record(delivery, tree)
+                self._state.save_cache(delivery, cache)
             else:  # left by a crash without a head: record it as it stands
                 try:
                     with self._scanning(delivery, full_verify=False) as (observed, batch):

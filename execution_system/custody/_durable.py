@@ -4,21 +4,132 @@ Custody's promises (a head that survives a crash, a blob that is never half
 written under its final name) rest on the classic POSIX sequence: write a
 temporary file, ``fsync`` it, ``rename`` it over the target, ``fsync`` the
 directory. Everything here is that sequence in one place.
+
+Many files written together (a seed, a whole-tree restore, a large snapshot)
+are flushed by a :class:`Flusher`: one ``syncfs(2)`` per file system instead of
+one ``fsync`` per file, where the kernel reports write-back errors through it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import platform
 import secrets
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 
 #: Concurrent fsyncs let the filesystem batch journal commits; measured on
 #: ext4, 16 threads flush 2,000 small files about 5x faster than one.
 _FSYNC_THREADS = 16
+
+#: From this many files (or folders) on, a :class:`Flusher` uses one ``syncfs``
+#: per file system instead of an ``fsync`` each: measured on ext4, 10,000 new
+#: small files flush in 0.2 s with one ``syncfs``, in about 3 s with 16 threads
+#: of ``fsync``.
+SYNCFS_MIN = 128
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    """``syncfs(2)`` where it reports write-back errors (Linux >= 5.8), else None.
+
+    Before 5.8 ``syncfs`` returned 0 even when writing a file back failed, so a
+    lost write could go unnoticed: there, and off Linux, every file is fsync'd.
+    """
+    if sys.platform != "linux":
+        return None
+    try:
+        major, minor = (int(part) for part in platform.release().split(".")[:2])
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (ValueError, OSError, AttributeError):
+        return None
+    if (major, minor) < (5, 8):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+_syncfs = _load_syncfs()
+
+
+class Flusher:
+    """Makes many files written after its creation durable, one ``syncfs`` per file system.
+
+    Create it *before* writing: each file system named through ``folders`` is
+    opened then, and ``syncfs`` on that descriptor reports every write-back
+    error of the file system since that moment, including one the kernel met
+    while flushing these files in the background and another process then
+    saw. A file on a file system that was not opened in advance, a batch under
+    :data:`SYNCFS_MIN`, a kernel without a reliable ``syncfs`` or a ``syncfs``
+    that fails all fall back to an ``fsync`` per file (which raises the error
+    for the file it belongs to). Either way, when :meth:`files` or
+    :meth:`dirs` returns, what was written to those paths is on disk.
+    """
+
+    def __init__(self, folders: Iterable[Path]) -> None:
+        self._fds: dict[int, int] = {}
+        if _syncfs is None:
+            return
+        for folder in folders:
+            try:
+                fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            device = os.fstat(fd).st_dev
+            if device in self._fds:
+                os.close(fd)
+            else:
+                self._fds[device] = fd
+
+    def __enter__(self) -> Flusher:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the descriptors (idempotent)."""
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+    def _sync(self, folders: Iterable[Path]) -> bool:
+        if _syncfs is None:
+            return False
+        wanted: set[int] = set()
+        try:
+            for folder in folders:
+                device = os.stat(folder).st_dev
+                if device not in self._fds:
+                    return False
+                wanted.add(device)
+        except OSError:
+            return False
+        return all(_syncfs(self._fds[device]) == 0 for device in sorted(wanted))
+
+    def files(self, paths: list[Path]) -> None:
+        """Flush the contents of ``paths`` (files; a file lives on its folder's file system)."""
+        if len(paths) >= SYNCFS_MIN and self._sync({path.parent for path in paths}):
+            return
+        fsync_files(paths)
+
+    def dirs(self, paths: Iterable[Path]) -> None:
+        """Flush the entries of the folders ``paths`` (renames and creations inside them)."""
+        unique = set(paths)
+        if len(unique) >= SYNCFS_MIN and self._sync(unique):
+            return
+        fsync_dirs(unique)
 
 
 def temp_name(target: Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from contracts import ErrorCode, digest_bytes, error
 from execution_system.custody._blobs import CHUNK, DIGEST_PREFIX, BlobStore
-from execution_system.custody._durable import fsync_dirs, fsync_files, temp_name, write_all
+from execution_system.custody._durable import Flusher, temp_name, write_all
 from execution_system.custody._tree import (
     CacheRow,
     Entry,
@@ -146,10 +146,22 @@ def materialize(
 
     Extra files, symlinks, special files and directories (including empty
     ones) are removed; missing or different entries are written from the blob
-    store (staged beside their target, flushed, then renamed into place);
+    store (staged beside their target, flushed together, then renamed into place);
     modes are reset. Untouched files are recognized by the stat cache. Folders
     named in ``skip`` (the delivery's exclusions) are left as they are.
     """
+    with Flusher([root]) as flusher:
+        return _materialize(root, want, blobs, cache, skip, flusher)
+
+
+def _materialize(
+    root: Path,
+    want: Mapping[str, Entry],
+    blobs: BlobStore,
+    cache: Mapping[str, CacheRow],
+    skip: Set[str],
+    flusher: Flusher,
+) -> list[str]:
     problems: list[str] = []
     keep = _prune(root, want, cache, problems, skip)
     staged: list[tuple[Path, Path, bool]] = []
@@ -166,7 +178,7 @@ def materialize(
         except (OSError, ValueError) as exc:
             problems.append(f"{entry.path}: {getattr(exc, 'strerror', None) or exc}")
     # A symlink has nothing to flush; its directory entry is flushed below.
-    fsync_files([tmp for tmp, _, link in staged if not link])
+    flusher.files([tmp for tmp, _, link in staged if not link])
     for tmp, final, _ in staged:
         try:
             os.replace(tmp, final)
@@ -174,7 +186,7 @@ def materialize(
             problems.append(f"{printable(os.fspath(final))}: {exc.strerror}")
             tmp.unlink(missing_ok=True)
         touched.add(final.parent)
-    fsync_dirs(touched)
+    flusher.dirs(touched)
     return problems
 
 

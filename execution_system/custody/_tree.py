@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import operator
 import os
 import posixpath
 import stat
@@ -44,6 +45,10 @@ _RACY_NS = 50_000_000
 
 #: Threads hashing cache misses: reads and hashlib release the GIL.
 _HASH_THREADS = min(4, os.cpu_count() or 1)
+
+_SETID = stat.S_ISUID | stat.S_ISGID
+
+_name_of = operator.attrgetter("name")
 
 _CONTROL = frozenset(chr(c) for c in [*range(0x20), 0x7F])
 
@@ -250,6 +255,11 @@ def cache_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
+def settled(row: CacheRow, now_ns: int) -> bool:
+    """Whether a stat row is old enough to be cached (not "racily clean" at ``now_ns``)."""
+    return row[3] < now_ns - _RACY_NS and row[1] < now_ns - _RACY_NS
+
+
 def _hash_file(
     rel: str, abs_path: str, batch: BlobBatch | None, now_ns: int
 ) -> tuple[Entry, CacheRow | None]:
@@ -344,13 +354,14 @@ def scan(
     now_ns = time.time_ns()
     root_real = os.path.realpath(root)
     result = Scan(tree={}, cache={})
+    tree, kept = result.tree, result.cache
     pending: list[tuple[str, str]] = []
     stack = [("", os.fspath(root))]
     while stack:
         rel_dir, abs_dir = stack.pop()
         try:
             with os.scandir(abs_dir) as listing:
-                children = sorted(listing, key=lambda child: child.name)
+                children = sorted(listing, key=_name_of)
         except OSError as exc:
             refusal = Refusal(
                 ErrorCode.CUSTODY_REJECTED,
@@ -362,34 +373,43 @@ def scan(
             result.errors.append(refusal)
             continue
         for child in children:
-            rel = f"{rel_dir}/{child.name}" if rel_dir else child.name
+            name = child.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
             try:
-                check_name(child.name, rel)
+                # Every printable name is valid UTF-8 without control characters: the
+                # full check only runs for the rare other ones (and refuses them).
+                if not name.isprintable():
+                    check_name(name, rel)
                 st = child.stat(follow_symlinks=False)
-                fmt = stat.S_IFMT(st.st_mode)
-                if fmt == stat.S_IFDIR:
-                    if child.name not in skip:
-                        stack.append((rel, child.path))
-                elif fmt == stat.S_IFLNK:
-                    if child.name not in skip:
-                        result.tree[rel] = _link_entry(root_real, child.path, rel, batch)[0]
-                elif fmt != stat.S_IFREG:
-                    raise Refusal(ErrorCode.CUSTODY_SPECIAL_FILE, rel, _describe(fmt))
-                elif st.st_mode & (stat.S_ISUID | stat.S_ISGID):
-                    raise Refusal(ErrorCode.CUSTODY_SPECIAL_FILE, rel, "setuid/setgid file")
-                else:
+                mode = st.st_mode
+                fmt = stat.S_IFMT(mode)
+                if fmt == stat.S_IFREG and not mode & _SETID:
+                    # The hot path of every validate: a file the stat cache knows.
                     row = cache.get(rel)
                     if (
                         not full_verify
                         and row is not None
-                        and row[:4] == cache_key(st)
+                        and row[0] == st.st_size
+                        and row[1] == st.st_mtime_ns
+                        and row[2] == st.st_ino
+                        and row[3] == st.st_ctime_ns
                         # A cached digest is only reusable if its blob is still stored.
                         and (batch is None or row[4] in stored or not batch.wanted(row[4]))
                     ):
-                        result.tree[rel] = Entry(rel, st.st_mode & 0o7777, row[0], row[4], False)
-                        result.cache[rel] = row
+                        tree[rel] = Entry(rel, mode & 0o7777, row[0], row[4], False)
+                        kept[rel] = row
                     else:
                         pending.append((rel, child.path))
+                elif fmt == stat.S_IFDIR:
+                    if name not in skip:
+                        stack.append((rel, child.path))
+                elif fmt == stat.S_IFLNK:
+                    if name not in skip:
+                        tree[rel] = _link_entry(root_real, child.path, rel, batch)[0]
+                elif fmt != stat.S_IFREG:
+                    raise Refusal(ErrorCode.CUSTODY_SPECIAL_FILE, rel, _describe(fmt))
+                else:
+                    raise Refusal(ErrorCode.CUSTODY_SPECIAL_FILE, rel, "setuid/setgid file")
             except Refusal as refusal:
                 if strict:
                     raise
@@ -494,6 +514,8 @@ def decode_manifest(data: bytes, savepoint: str | None) -> Tree:
 
 def diff(old: Mapping[str, Entry], new: Mapping[str, Entry]) -> list[str]:
     """Paths added, removed or changed (content, mode, kind) from ``old`` to ``new``, sorted."""
+    if old == new:  # the common case, compared in C
+        return []
     return sorted(path for path in old.keys() | new.keys() if old.get(path) != new.get(path))
 
 
