@@ -7,9 +7,14 @@ verify``) go through it without importing LangGraph.
 
 Tables (all prefixed ``execsys_``):
 
-* ``deliveries`` — one row per admitted delivery: its canonical document, and
-  the status derived from its last checkpoint (written in that checkpoint's
-  transaction, so the two never disagree).
+* ``deliveries`` — one row per admitted delivery: the status derived from its
+  last checkpoint (written in that checkpoint's transaction, so the two never
+  disagree). Its ``document`` column is empty for deliveries admitted since the
+  documents moved to their own table; older rows keep theirs there.
+* ``documents`` — the canonical admitted document of each delivery, apart from
+  the row every step rewrites: SQLite rewrites all of a row's overflow pages
+  when an update changes its size, so a document in the status row cost every
+  step one WAL page per 4 KiB of graph.
 * ``records`` — content-addressed values (node outputs, selections, results),
   stored once per digest; checkpoints reference them by digest.
 * ``journal`` — the hash-chained transition journal: ordinal 0 is the header.
@@ -24,7 +29,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,7 +37,6 @@ from urllib.parse import quote
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.sqlite._tx import (
-    DELIVERY_SQL,
     HEAD_SQL,
     JOURNAL_SQL,
     SqliteTx,
@@ -55,6 +59,10 @@ CREATE TABLE IF NOT EXISTS execsys_deliveries (
     updated REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS execsys_deliveries_by_change ON execsys_deliveries (updated, delivery);
+CREATE TABLE IF NOT EXISTS execsys_documents (
+    delivery TEXT PRIMARY KEY,
+    document BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS execsys_records (
     digest TEXT PRIMARY KEY,
     body BLOB NOT NULL
@@ -249,7 +257,8 @@ class SqliteStorage:
 
     def delivery(self, delivery: str) -> DeliveryRow | None:
         """The delivery's row, or None."""
-        return delivery_row(self.read(DELIVERY_SQL, (delivery,)))
+        with self.lock, closing(self.conn.cursor()) as cur:
+            return delivery_row(cur, delivery)
 
     def deliveries(self) -> list[ListedDelivery]:
         """Every delivery, newest first."""
