@@ -131,7 +131,7 @@ def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, A
         custody=MemoryCustody(), invoker=BenchInvoker({"step": step})
     )
     host: Any = runner.host
-    saver = host.engine()[0]
+    saver = host.substrate.saver
     timer = Timed(saver)
     doc = loop_doc(steps + 1)
     tag = f"{time.time_ns()}"
