@@ -70,18 +70,26 @@ class SqliteTx(SqliteGoalWrites):
     def insert_delivery(
         self, delivery: str, graph: str, graph_digest: str, digest: str, document: bytes
     ) -> None:
-        """Record a newly admitted delivery (status ``running``)."""
+        """Record a newly admitted delivery (status ``running``).
+
+        The document goes to its own table: the delivery row is rewritten at
+        every step, and a large value in it would be rewritten with it.
+        """
         now = time.time()
         self.cur.execute(
             "INSERT INTO execsys_deliveries (delivery, graph, graph_digest, digest, document, "
-            "status, outcome, detail, created, updated) VALUES (?, ?, ?, ?, ?, 'running', NULL, "
-            "'{}', ?, ?)",
-            (delivery, graph, graph_digest, digest, document, now, now),
+            "status, outcome, detail, created, updated) VALUES (?, ?, ?, ?, X'', 'running', "
+            "NULL, '{}', ?, ?)",
+            (delivery, graph, graph_digest, digest, now, now),
+        )
+        self.cur.execute(
+            "INSERT INTO execsys_documents (delivery, document) VALUES (?, ?)",
+            (delivery, document),
         )
 
     def delivery(self, delivery: str) -> DeliveryRow | None:
         """The delivery's row as this transaction sees it."""
-        return delivery_row(self.cur.execute(DELIVERY_SQL, (delivery,)).fetchall())
+        return delivery_row(self.cur, delivery)
 
     def set_status(
         self,
@@ -246,16 +254,22 @@ DELIVERY_SQL = (
     "SELECT delivery, graph, graph_digest, digest, document, status, outcome, detail, "
     "checkpoint, created, updated FROM execsys_deliveries WHERE delivery = ?"
 )
+DOCUMENT_SQL = "SELECT document FROM execsys_documents WHERE delivery = ?"
 JOURNAL_SQL = "SELECT line FROM execsys_journal WHERE delivery = ? ORDER BY ordinal"
 HEAD_SQL = (
     "SELECT digest, ordinal FROM execsys_journal WHERE delivery = ? ORDER BY ordinal DESC LIMIT 1"
 )
 
 
-def delivery_row(rows: list[Any]) -> DeliveryRow | None:
+def delivery_row(cur: sqlite3.Cursor, delivery: str) -> DeliveryRow | None:
+    """The delivery's row read with ``cur``, its document from wherever it is kept."""
+    rows = cur.execute(DELIVERY_SQL, (delivery,)).fetchall()
     if not rows:
         return None
     d, g, gd, dg, doc, status, outcome, detail, checkpoint, created, updated = rows[0]
+    if not doc:  # admitted since documents have their own table; older rows keep theirs
+        found = cur.execute(DOCUMENT_SQL, (delivery,)).fetchone()
+        doc = found[0] if found else b""
     return DeliveryRow(
         delivery=d,
         graph=g,
