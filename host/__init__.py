@@ -31,6 +31,7 @@ from host._reports import (
     SavepointView,
 )
 from host._selection import check_selection
+from host._store_failures import shown_store, store_failure
 
 __all__ = [
     "OPERATIONS",
@@ -53,4 +54,6 @@ __all__ = [
     "RunnerView",
     "SavepointView",
     "check_selection",
+    "shown_store",
+    "store_failure",
 ]

@@ -109,6 +109,8 @@ PRODUCT_DRIVERS = "No database driver in execution_system (storage via the Host)
         ("execution_system/codeclosure/_bad.py", "from sqlite3 import connect\n"),
         ("execution_system/codeclosure/_bad.py", "import psycopg\n"),
         ("execution_system/cli/_bad.py", "from psycopg_pool import ConnectionPool\n"),
+        ("execution_system/cli/_bad.py", "from host.storage.postgres import shown\n"),
+        ("execution_system/web/_bad.py", "import host.storage.sqlite\n"),
     ],
 )
 def test_a_driver_import_in_the_product_breaks_its_contract(

@@ -76,16 +76,11 @@ def _driver_failure(exc: Exception, args: argparse.Namespace | None) -> ExecsysE
         return None
     from contracts import sqlite_path
     from execution_system._compose import store_url
+    from host import store_failure
 
     url = store_url(getattr(args, "store", None))
-    if module == "sqlite3":
-        from host.storage.sqlite import driver_failure as sqlite_failure
-
-        raw = sqlite_path(url)
-        return sqlite_failure(exc, str(Path(raw).absolute()) if raw else url)
-    from host.storage.postgres import driver_failure
-
-    return driver_failure(exc, url)
+    raw = sqlite_path(url) if module == "sqlite3" else None
+    return store_failure(exc, str(Path(raw).absolute()) if raw else url)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

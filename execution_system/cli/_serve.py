@@ -184,12 +184,11 @@ class Server:
 
 
 def _mapped(exc: Exception) -> ExecsysError:
-    if type(exc).__module__.startswith("psycopg"):
-        from host.storage.postgres import driver_failure
+    from host import store_failure
 
-        mapped = driver_failure(exc, "")
-        if mapped is not None:
-            return mapped
+    mapped = store_failure(exc, "")
+    if mapped is not None:
+        return mapped
     return error(
         ErrorCode.STORE_ERROR,
         f"{type(exc).__name__}: {exc}".splitlines()[0][:300],

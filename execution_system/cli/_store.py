@@ -27,7 +27,7 @@ def _migrate(args: argparse.Namespace) -> int:
     config = factory_config(args.store)
     url = config.store
     if url.startswith(("postgresql://", "postgres://")):
-        from host.storage.postgres import shown
+        from host import shown_store as shown
         from runner import migrate_postgres
 
         before, after = migrate_postgres(url)
