@@ -46,8 +46,8 @@ from host.journal._codec import (
     record_digest,
 )
 from host.journal._event_check import EventCheck
+from host.journal._fields import verify_policy
 from host.journal._header import node_decls
-from host.journal._journal import _verify_policy as verify_policy
 from host.journal._rules import check_event
 from host.journal._signing import check_signature, fingerprint
 from host.journal._state import ReplayState, authority_digest

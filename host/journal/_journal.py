@@ -31,18 +31,17 @@ from contracts._journal import (
 )
 from host.journal._chain import ChainCheck
 from host.journal._codec import (
-    DIGEST_KEY,
     at,
     dumps_canonical,
     encode_fields,
     encode_record_with_digest,
     encode_split,
     event_fields,
-    loads_json,
     record_digest,
     sha256_digest,
 )
 from host.journal._commands import AppendCommand, BindSuccessorCommand, InvalidateCommand
+from host.journal._fields import fields_of, trusted_event, verify_policy
 from host.journal._projection import Projection, project
 from host.journal._rules import check_event
 from host.journal._state import (
@@ -51,7 +50,6 @@ from host.journal._state import (
     Key,
     ReplayState,
     SourceResolver,
-    authority_digest,
 )
 
 #: The spelling a journal time must have (the ``time`` field's pattern).
@@ -63,34 +61,6 @@ _RESULT_VALUES = {
     (prior.value, transition.value): result.value
     for (prior, transition), result in TRANSITIONS.items()
 }
-
-
-def _fields_of(line: bytes) -> dict[str, Any]:
-    """An event's JSON fields, read back from the stored line this journal wrote."""
-    fields: dict[str, Any] = loads_json(line)
-    del fields[DIGEST_KEY]
-    return fields
-
-
-#: Every field of an event: a trusted event sets them all.
-_EVENT_FIELDS = frozenset(JournalEvent.model_fields)
-
-
-def _trusted_event(values: dict[str, Any]) -> JournalEvent:
-    """A :class:`JournalEvent` over ``values`` without validating them again.
-
-    Only for values that already satisfy the schema: every field present, in
-    declaration order, each either validated where the command was built or
-    derived by the journal (digests, ordinal, time, states) and already checked
-    by the append. This is ``model_construct`` minus its per-field default and
-    alias handling, which a complete, alias-free field set never needs.
-    """
-    event = JournalEvent.__new__(JournalEvent)
-    object.__setattr__(event, "__dict__", values)
-    object.__setattr__(event, "__pydantic_fields_set__", set(_EVENT_FIELDS))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
-    return event
 
 
 class Journal:
@@ -125,7 +95,7 @@ class Journal:
         Refuses JOURNAL_UNVERIFIED_AUTHORITY when ``policy`` is not the one the
         header binds or has no human approver.
         """
-        _verify_policy(header, policy)
+        verify_policy(header, policy)
         return cls(ReplayState(header, record_digest(header), policy, resolver))
 
     @classmethod
@@ -182,7 +152,7 @@ class Journal:
         The same values as ``event_fields(event)`` for those events, read back
         from their lines without building the typed records.
         """
-        return [_fields_of(line) for line in self._lines[count:]]
+        return [fields_of(line) for line in self._lines[count:]]
 
     def lines_since(self, count: int) -> list[tuple[int, Digest, bytes]]:
         """``(ordinal, digest, stored line)`` of the events after the first ``count`` ones."""
@@ -214,7 +184,7 @@ class Journal:
         if fields is not None:
             # New: the typed event is the command's validated values plus what the
             # journal derived, so it needs no validation pass of its own.
-            self._typed[ordinal - 1] = _trusted_event(
+            self._typed[ordinal - 1] = trusted_event(
                 {
                     "record": "event",
                     "execution": fields["execution"],
@@ -454,7 +424,7 @@ class Journal:
         """The typed event at ``index`` (ordinal - 1), built from its line on first use."""
         event = self._typed[index]
         if event is None:
-            event = JournalEvent.model_validate(_fields_of(self._lines[index]))
+            event = JournalEvent.model_validate(fields_of(self._lines[index]))
             self._typed[index] = event
         return event
 
@@ -516,21 +486,3 @@ class Journal:
                 path=at(self._state.count + 1),
             )
         return key
-
-
-def _verify_policy(header: JournalHeader, policy: AuthorityPolicy) -> None:
-    if authority_digest(policy) != header.authority:
-        raise error(
-            ErrorCode.JOURNAL_UNVERIFIED_AUTHORITY,
-            "the authority policy is not the one the journal header binds",
-            path=at(0),
-            expected=header.authority,
-        )
-    # A policy that grants no roles authorizes no human step, so there is nothing
-    # for a human to have approved; one that grants roles must name its approver.
-    if policy.actors and policy.approver is None:
-        raise error(
-            ErrorCode.JOURNAL_UNVERIFIED_AUTHORITY,
-            "the authority policy has no human approver",
-            path=at(0),
-        )
