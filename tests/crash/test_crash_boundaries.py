@@ -206,7 +206,7 @@ def _savepoint_files(root: Path) -> list[str]:
     return [entry.path for entry in custody.manifest(delivery, savepoint)]
 
 
-def _check_agreement(root: Path, *, crashed: bool = False) -> dict[str, Any]:
+def _check_agreement(root: Path, *, crashed: bool = False) -> Any:
     from host.journal import verify_lines
 
     with _Api(root) as host:
@@ -333,7 +333,7 @@ def test_every_write_boundary(
         if following:
             _finish(root, following[0])
         final = _check_agreement(root)
-        assert final["status"] == "completed"
+        assert final.status == "completed"
         assert _journal(root) == reference["journal"]
         _check_interruptions(root)
         assert _savepoint_files(root) == [f"out/edit-{_completing_attempt(root, 'edit')}.txt"]

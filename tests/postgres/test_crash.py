@@ -82,7 +82,7 @@ def test_a_runner_killed_at_a_commit_loses_and_repeats_nothing(
         assert crash._status(root) == crash.EXPECTED_STOP["run"]
         crash._finish(root, "input")
         final = crash._check_agreement(root)
-        assert final["status"] == "completed"
+        assert final.status == "completed"
         assert crash._journal(root) == expected
         crash._check_interruptions(root)
         turns = (root / "turns.log").read_text().splitlines()
