@@ -58,7 +58,11 @@ def test_runners_survive_a_server_restart_and_nothing_is_lost_or_doubled(tmp_pat
                     "recover", entry["delivery"], "--directive", "continue",
                     "--reason", "server restarted", "--queue",
                 )  # fmt: skip
-                assert queued.returncode == 0, queued.stderr
+                if queued.returncode != 0:
+                    # Listed while its lease had lapsed in the outage; its runner, back on
+                    # the store, renewed the lease (nobody took it over) and finished it.
+                    assert "DIRECTIVE_NOT_APPLICABLE" in queued.stderr, queued.stderr
+                    assert fleet.statuses()[entry["delivery"]] == "completed", queued.stderr
             wait_until(
                 lambda: set(fleet.statuses().values()) == {"completed"},
                 what="every delivery completed",

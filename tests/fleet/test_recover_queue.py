@@ -36,9 +36,11 @@ def test_a_killed_runners_delivery_is_finished_by_another_after_a_queued_continu
             "recover", orphan, "--directive", "continue", "--reason", "runner died", "--queue"
         )
         assert queued.returncode == 0, queued.stderr
-        assert f"delivery {orphan}: queued" in queued.stdout
+        # Queued, or already claimed by the runner that a NOTIFY woke at once.
+        assert f"delivery {orphan}: queued" in queued.stdout or "claimed by" in queued.stdout
         again = fleet.cli("recover", orphan, "--directive", "continue", "--reason", "twice")
-        assert again.returncode == 1 and "DIRECTIVE_NOT_APPLICABLE" in again.stderr
+        assert again.returncode == 1, again.stdout
+        assert "DIRECTIVE_NOT_APPLICABLE" in again.stderr or "LEASE_HELD" in again.stderr
         wait_until(lambda: fleet.statuses()[orphan] == "completed", what="the continued orphan")
     finally:
         code = stopped(second)

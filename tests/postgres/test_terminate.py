@@ -64,7 +64,7 @@ def test_a_connection_killed_mid_commit_loses_the_step_whole_and_nothing_else(
         crash._check_agreement(root)
         assert crash._status(root) == crash.EXPECTED_STOP["run"]
         crash._finish(root, "input")
-        assert crash._check_agreement(root)["status"] == "completed"
+        assert crash._check_agreement(root).status == "completed"
         assert crash._journal(root) == expected
         turns = (root / "turns.log").read_text().splitlines()
         repeated = [t for t, n in Counter(turns).items() if n > 1]
