@@ -118,7 +118,7 @@ def populate(store: str, count: int) -> tuple[str, str]:
             asyncio.run(host.run(delivery))
             big = [r for r in host.deliveries() if r.graph == "bench-200"]
         any_small = next(r.delivery for r in host.deliveries() if r.graph == "bench-small")
-        return str(big[0]["delivery"]), str(any_small)
+        return str(big[0].delivery), str(any_small)
     finally:
         runner.close()
 
@@ -243,7 +243,7 @@ def server_render(store: str, delivery: str, reps: int) -> dict[str, list[float]
             report = timed("inspect", host.inspect, delivery)
             lines = host.journal_lines(delivery)
             view = timed(
-                "graph view", graph_view, host, delivery, states=report["nodes"], lines=lines
+                "graph view", graph_view, host, delivery, states=report.nodes, lines=lines
             )
             timed("svg", render_svg, view)
             timed("timeline", timeline, lines)

@@ -28,7 +28,7 @@ from host._lease import FencedCustody, LeaseManager, fenced, holder_name
 from host._operations import Operation
 from host._stop_requests import clear_stop, stop_request
 from host._substrate import Substrate, ThreadSnapshot
-from host._views import status_report
+from host._views import ReplayCache, status_report
 from host.storage import Storage
 
 
@@ -93,6 +93,8 @@ class HostCore:
         self._runs: dict[str, asyncio.Future[Any]] = {}
         """The thread run driving each active delivery (a lost lease cancels it)."""
         self._records: OrderedDict[str, Any] = OrderedDict()
+        self.replays = ReplayCache()
+        """Journals replayed for ``inspect``, kept between calls (the console inspects often)."""
 
     # --- the substrate (lazy) ------------------------------------------------------------
 

@@ -323,7 +323,7 @@ class WorkflowHost(HostCore):
                 updated=status.updated,
                 retirement=RetirementFact(**fact) if fact is not None else None,
             )
-        report = inspect_report(self.store, delivery_id)
+        report = inspect_report(self.store, delivery_id, self.replays)
         lease = LeaseView(**self.leases.state(delivery_id))
         update: dict[str, Any] = {"interrupted": (), "lease": lease}
         if report.status == DeliveryStatus.RUNNING and lease.state != "held":

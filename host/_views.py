@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contracts import DeliveryId, ErrorCode, NodeId, error
+from contracts._errors import ExecsysError
 from contracts._status import DeliveryStatus, StatusReport, SuspensionView, WaitView
 from host._reports import (
     ActiveAttempt,
@@ -17,6 +21,10 @@ from host._reports import (
     PendingWait,
 )
 from host.storage import ListedDelivery, Storage
+
+if TYPE_CHECKING:
+    from contracts import AdmittedDelivery
+    from host.journal import Journal
 
 
 def derive_status(values: dict[str, Any], more: bool) -> tuple[str, str | None, dict[str, Any]]:
@@ -122,30 +130,86 @@ _DIRECTIVES: dict[str, list[str]] = {
 }
 
 
-def inspect_report(store: Storage, delivery: str) -> InspectReport:
+@dataclass
+class _Replayed:
+    admitted: AdmittedDelivery
+    journal: Journal
+
+
+class ReplayCache:
+    """Journals this process replayed for ``inspect``, by delivery, the most recent few.
+
+    A journal only grows, so a cached replay stays right: when the store's head
+    moved, only the new lines are decoded and every rule runs on them, chained
+    to the cached head; when it did not, nothing is replayed. The admitted
+    document is cached with it (the delivery id is its digest, so it never
+    changes). Anything unexpected — a shorter journal, a refusal on the new
+    lines — drops the entry and replays the whole journal, which raises the
+    refusal a full replay would. ``journal verify`` and ``journal audit`` always
+    read everything.
+    """
+
+    #: Deliveries whose replays are kept.
+    SIZE = 16
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, _Replayed] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def replayed(self, store: Storage, delivery: str, document: str | bytes) -> _Replayed:
+        """The delivery's admitted document and its journal replayed to the stored head."""
+        from contracts import AdmittedDelivery
+        from host.journal import replay_lines
+        from host.journal._replay import replay_tail
+
+        head, count = store.journal_head(delivery)
+        with self._lock:  # taken out while in use: two threads never extend one journal
+            entry = self._entries.pop(delivery, None)
+        if entry is not None and (len(entry.journal) != count or entry.journal.head != head):
+            lines = store.journal_lines(delivery)
+            if len(lines) - 1 < len(entry.journal):
+                entry = None
+            else:
+                try:
+                    replay_tail(entry.journal, lines[len(entry.journal) + 1 :])
+                except ExecsysError:  # the full replay below raises what is wrong
+                    entry = None
+        if entry is None:
+            admitted = AdmittedDelivery.model_validate_json(document)
+            journal = replay_lines(store.journal_lines(delivery), admitted.authority)
+            entry = _Replayed(admitted, journal)
+        with self._lock:
+            self._entries[delivery] = entry
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+        return entry
+
+
+def inspect_report(
+    store: Storage, delivery: str, replays: ReplayCache | None = None
+) -> InspectReport:
     """Status plus node states and attempts (replayed from the journal), heads and directives.
 
     ``interrupted`` lists every attempt the journal shows active; the caller
-    keeps it only when the delivery's runner is gone.
+    keeps it only when the delivery's runner is gone. ``replays`` (optional)
+    keeps replayed journals between calls of a long-lived process.
     """
-    from contracts import AdmittedDelivery
-    from host.journal import replay_lines
-
     report = status_report(store, delivery)
     row = store.delivery(delivery)
     assert row is not None
-    admitted = AdmittedDelivery.model_validate_json(row["document"])
-    journal = replay_lines(store.journal_lines(delivery), admitted.authority)
-    projection = journal.projection()
+    replayed = (replays or ReplayCache()).replayed(store, delivery, row["document"])
+    admitted = replayed.admitted
+    projection = replayed.journal.projection()
+    attempts: dict[NodeId, int] = {}
+    for (owner, _), view in projection.activations.items():
+        attempts[owner] = attempts.get(owner, 0) + len(view.attempts)
     nodes: dict[NodeId, NodeView] = {}
     for name in admitted.graph.nodes:
         node = NodeId(name)
-        views = [v for (n, _), v in projection.activations.items() if n == node]
-        latest = projection.current.get(node)
         nodes[node] = NodeView(
             state=projection.state(node),
-            attempts=sum(len(v.attempts) for v in views),
-            activations=latest or 0,
+            attempts=attempts.get(node, 0),
+            activations=projection.current.get(node) or 0,
         )
     active = tuple(
         ActiveAttempt(node=node, activation=number, attempt=len(view.attempts))

@@ -112,17 +112,26 @@ class Journal:
         Errors carry ``path="ordinal K"`` for the first bad event.
         """
         journal = cls.create(header, policy, resolver=resolver)
-        state = journal._state
-        chain = ChainCheck(header.execution, state.head)
+        journal.extend(events)
+        return journal
+
+    def extend(self, events: Iterable[JournalEvent]) -> None:
+        """Replay events stored after this journal's last one, with every rule rehydrate runs.
+
+        A journal that raises here is left part-extended: discard it and rehydrate
+        from the store, which also names duplicates by their first ordinal.
+        """
+        state = self._state
+        chain = ChainCheck(state.header.execution, state.head)
+        chain.resume(state.head, len(self._lines))
         for event in events:
             fields = event_fields(event)
             digest, line = encode_fields(fields)
             chain.event(event.execution, event.ordinal, event.prior, digest)
             check_event(state, fields)
             state.apply(fields, digest)
-            journal._keep(digest, line, None)
+            self._keep(digest, line, None)
         state.finish()
-        return journal
 
     @property
     def header(self) -> JournalHeader:

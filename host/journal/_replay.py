@@ -33,8 +33,17 @@ def replay_lines(
     return Journal.rehydrate(header, _events(stream), policy, resolver=resolver)
 
 
-def _events(stream: Iterator[bytes]) -> Iterator[JournalEvent]:
-    for position, line in enumerate(stream, start=1):
+def replay_tail(journal: Journal, lines: Iterable[bytes]) -> None:
+    """Extend ``journal`` by the stored lines that follow its last event, every rule re-run.
+
+    ``lines`` are the records after the journal's last one (no header). On a
+    refusal the journal is left part-extended; rebuild it with :func:`replay_lines`.
+    """
+    journal.extend(_events(iter(lines), start=len(journal) + 1))
+
+
+def _events(stream: Iterator[bytes], start: int = 1) -> Iterator[JournalEvent]:
+    for position, line in enumerate(stream, start=start):
         record = decode_line(line, position)
         if not isinstance(record, JournalEvent):
             raise error(
