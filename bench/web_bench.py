@@ -242,9 +242,7 @@ def server_render(store: str, delivery: str, reps: int) -> dict[str, list[float]
         for _ in range(reps):
             report = timed("inspect", host.inspect, delivery)
             lines = host.journal_lines(delivery)
-            view = timed(
-                "graph view", graph_view, host, delivery, states=report.nodes, lines=lines
-            )
+            view = timed("graph view", graph_view, host, delivery, states=report.nodes, lines=lines)
             timed("svg", render_svg, view)
             timed("timeline", timeline, lines)
         asyncio.run(pages())
