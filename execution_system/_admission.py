@@ -27,6 +27,7 @@ from contracts import (
     error,
     validation_problem,
 )
+from contracts._gc import collector_paused
 from execution_system._dataflow import check_dataflow
 from execution_system._graphcheck import check_structure
 from execution_system._loading import load_document
@@ -153,7 +154,8 @@ def _validate_model(model: type[M], document: Any, prefix: str = "") -> M:
 
 def parse_graph(document: Any) -> ControlGraph:
     """Check a parsed spec document's shape; return the frozen graph."""
-    return _validate_model(ControlGraph, document)
+    with collector_paused():
+        return _validate_model(ControlGraph, document)
 
 
 def check_graph(graph: ControlGraph, operations: frozenset[str] | None = None) -> None:
@@ -162,8 +164,9 @@ def check_graph(graph: ControlGraph, operations: frozenset[str] | None = None) -
     ``operations`` is the set of registered operation names; ``None`` skips
     that check (``graph check`` without a Host).
     """
-    check_structure(graph, operations)
-    check_dataflow(graph)
+    with collector_paused():
+        check_structure(graph, operations)
+        check_dataflow(graph)
 
 
 def load_graph(path: str | Path, operations: frozenset[str] | None = None) -> ControlGraph:
