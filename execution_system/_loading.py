@@ -21,11 +21,15 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
 from contracts import MAX_EXACT_INTEGER, ErrorCode, error, number_problem
+from contracts._gc import collector_paused
 
 #: Largest document accepted, in bytes. Specs of thousands of nodes fit easily.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 #: Deepest nesting accepted (objects and arrays).
 MAX_DEPTH = 64
+
+
+_RESOLVE: Any = Resolver.resolve
 
 
 class _Strict:
@@ -55,6 +59,26 @@ class _Strict:
                     f"line {event.start_mark.line + 1}",
                 )
         return Composer.compose_node(loader, parent, index)
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        """PyYAML's tag resolution, remembered per distinct scalar within one document.
+
+        A spec repeats the same keys and values on every node, and resolving a
+        plain scalar tries the implicit-type patterns one by one (most of a large
+        spec's load time). Without path resolvers, which no loader here has, the
+        tag depends only on these three arguments.
+        """
+        loader: Any = self
+        if loader.yaml_path_resolvers:  # pragma: no cover - none are registered
+            return _RESOLVE(loader, kind, value, implicit)
+        memo: dict[Any, Any] | None = loader.__dict__.get("_resolved")
+        if memo is None:
+            memo = loader.__dict__["_resolved"] = {}
+        key = (kind, value, implicit)
+        tag = memo.get(key)
+        if tag is None:
+            tag = memo[key] = _RESOLVE(loader, kind, value, implicit)
+        return tag
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         loader: Any = self
@@ -162,10 +186,11 @@ def parse_document(data: bytes, *, name: str, json_only: bool = False) -> Any:
     limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 200))
-        if json_only:
-            value = json.loads(text, object_pairs_hook=_no_duplicates)
-        else:
-            value = yaml.load(text, Loader=_LOADER)
+        with collector_paused():
+            if json_only:
+                value = json.loads(text, object_pairs_hook=_no_duplicates)
+            else:
+                value = yaml.load(text, Loader=_LOADER)
     except _Refusal as exc:
         where = f"{name}:{exc.where}" if exc.where else name
         raise error(exc.code, exc.message, path=where) from None
