@@ -4,6 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PACKAGES := contracts host runner execution_system
+# pytest workers (pytest-xdist): one per core. Most tests wait on real processes and
+# fsync, so two workers on two cores finish the suite far sooner than one.
+WORKERS ?= auto
 
 .PHONY: demo test check lint types layers unit install clean bench mutate
 
@@ -29,14 +32,14 @@ layers: $(VENV)/.installed
 	$(BIN)/lint-imports
 
 unit: $(VENV)/.installed
-	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
+	$(BIN)/pytest -q -m "not slow" -p no:cacheprovider -n $(WORKERS) --dist worksteal
 
 # Fast inner loop: lint, types, layers, everything but the slow crash/race loops.
 check: lint types layers unit
 
 # The full gate CI runs.
 test: lint types layers
-	$(BIN)/pytest -q -p no:cacheprovider
+	$(BIN)/pytest -q -p no:cacheprovider -n $(WORKERS) --dist worksteal
 
 # Hand-written mutants of the rule modules, each run against the tests that guard it,
 # on a private copy of the tree (never the working tree). CPU-heavy; not part of `test`.

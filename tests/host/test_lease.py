@@ -50,6 +50,8 @@ def _execsys(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 
 
 @pytest.mark.slow
+# Ten rounds of three processes each: well past the default per-test bound on a loaded machine.
+@pytest.mark.timeout(900)
 def test_two_processes_answering_one_question_continue_it_exactly_once(tmp_path: Path) -> None:
     for round_no in range(6):
         tmp = tmp_path / f"r{round_no}"

@@ -24,6 +24,8 @@ def _execsys(env: dict[str, str], cwd: Path, *args: str) -> subprocess.Completed
 
 
 @pytest.mark.slow
+# Ten rounds of three processes each: well past the default per-test bound on a loaded machine.
+@pytest.mark.timeout(900)
 def test_two_processes_answering_one_question_continue_it_once_and_never_fork(
     tmp_path: Path,
 ) -> None:
