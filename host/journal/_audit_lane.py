@@ -242,6 +242,7 @@ class AuditLane:
             for target in targets:
                 if not consults and target not in rules.barriers:
                     self.plain.add((source, target))
+        self.ints: dict[bytes, int] = {}
         self.head = chain.head[7:].encode()
         self.pending: list[bytes] = []
         self.first = 1
@@ -293,6 +294,8 @@ class AuditLane:
         load, graph_nodes, completed = rules.load, rules.graph.nodes, rules.completed_refs
         references, path = self.references, self.report.path
         sha256 = hashlib.sha256
+        # A count's digits -> its value (int() of bytes costs more than a look-up).
+        ints = self.ints
         head = self.head
         accepted = self.position
         append = self.pending.append
@@ -325,7 +328,9 @@ class AuditLane:
             node = nodes.get(name)
             if node is None:
                 break
-            number = int(activation)
+            number = ints.get(activation)
+            if number is None:
+                number = ints[activation] = int(activation)
             key = (node, number)
             record = activations.get(key)
             ask = request.decode()
@@ -351,7 +356,10 @@ class AuditLane:
                     limit is not None and latest.get(node, 0) - retired.get(node, 0) > limit
                 ):
                     break
-                preds = [(nodes.get(name1), int(first))]
+                after = ints.get(first)
+                if after is None:
+                    after = ints[first] = int(first)
+                preds = [(nodes.get(name1), after)]
                 if more:
                     preds.extend((nodes.get(n), int(a)) for a, n in _PREDECESSORS(more))
                 if not _current_upstream(preds, node_rules[node].upstream, activations, latest):
@@ -372,7 +380,7 @@ class AuditLane:
                         break  # a graph rule refuses: the generic path words it
                 # Fold in (ReplayState.apply for this transition).
                 if record is None:
-                    record = ActivationState(_READY, position)
+                    record = ActivationState(_READY, position, (), [], [], [])
                     activations[key] = record
                     latest[node] = number
                 record.state = _READY
@@ -402,13 +410,15 @@ class AuditLane:
                 else:
                     attempts = record.attempts
                 ident = attempt.decode()
-                step = int(sequence)
+                step = ints.get(sequence)
+                if step is None:
+                    step = ints[sequence] = int(sequence)
                 if step != len(attempts) + 1 or (
                     attempts and any(old.id == ident for old in attempts)
                 ):
                     break
                 if record is None:
-                    record = ActivationState(_ACTIVE, position)
+                    record = ActivationState(_ACTIVE, position, (), [], [], [])
                     activations[key] = record
                     latest[node] = number
                 record.state = _ACTIVE
