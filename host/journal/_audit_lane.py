@@ -4,21 +4,24 @@ Most of a Host journal is three transitions: ``dependencies-satisfied``,
 ``work-started`` and ``work-completed`` of automated nodes. For each the lane
 compiles, once per journal, one regular expression of the whole line in the
 writer's shape (decision 0044). A match proves the canonical form (as the
-verify template does), the event schema (every member's type, pattern and
-bound, written out for that transition) and the payload rule (which optional
-members that transition carries: the others are literal ``null`` or ``[]``);
-the execution is the header's, spelled literally. What is left (the node state
-table, dependencies, attempts, outputs, requests, the graph's edges and
+verify template does, but with every free string spelled in ``_TEXT``, so the
+match itself rules out non-ASCII, control bytes, backslashes and DEL; decision
+0120), the event schema (every member's type, pattern and bound, written out
+for that transition) and the payload rule (which optional members that
+transition carries: the others are literal ``null`` or ``[]``); the execution
+is the header's, spelled literally. What is left (the node state table,
+dependencies, attempts, outputs, requests, the graph's edges and
 ``max_visits``, record schemas) is checked in plain Python against the replay
 state, the same tables the generic path reads.
 
-The lane only ever accepts. Whenever it cannot decide an event (another
-transition, a role, a human or hybrid task, an approval requirement, a wait,
-parallel or terminal node, a failed predecessor, an open batch, a line outside
-the shape, or any rule that would refuse), it returns False having changed
-nothing, and the event goes through the generic path, which decides and words
-the refusal. An accepted event is folded into the same ``ReplayState``,
-``GraphRules``, chain and report as the generic path would fold it.
+The lane only ever accepts. :meth:`AuditLane.run` walks the journal from a
+position and stops at the first event it cannot decide (another transition, a
+role, a human or hybrid task, an approval requirement, a wait, parallel or
+terminal node, a failed predecessor, an open batch, a line outside the shape,
+or any rule that would refuse), having changed nothing of it; that event goes
+through the generic path, which decides and words the refusal. An accepted
+event is folded into the same ``ReplayState``, ``GraphRules``, chain and report
+as the generic path would fold it.
 """
 
 from __future__ import annotations
