@@ -387,12 +387,17 @@ def _events(
     check = EventCheck()
     lane = AuditLane(rules.graph, state, chain, rules, references, report) if LANE else None
     noted = 0
-    for position, line in enumerate(lines[1:], start=1):
+    position, count = 1, len(lines)
+    while position < count:
         if lane is not None:
-            if lane.event(line, position):
-                noted = position
-                continue
+            stop = lane.run(lines, position)
+            if stop > position:
+                noted = stop - 1
+            if stop == count:
+                break
             lane.flush()
+            position = stop
+        line = lines[position]
         try:
             members, digest = event_members(line, position)
             del members[DIGEST_KEY]
@@ -421,6 +426,7 @@ def _events(
         _summarise(report, members, waits)
         if lane is not None:
             lane.resync()
+        position += 1
     if lane is not None:
         lane.flush(final=True)
     try:

@@ -4,21 +4,24 @@ Most of a Host journal is three transitions: ``dependencies-satisfied``,
 ``work-started`` and ``work-completed`` of automated nodes. For each the lane
 compiles, once per journal, one regular expression of the whole line in the
 writer's shape (decision 0044). A match proves the canonical form (as the
-verify template does), the event schema (every member's type, pattern and
-bound, written out for that transition) and the payload rule (which optional
-members that transition carries: the others are literal ``null`` or ``[]``);
-the execution is the header's, spelled literally. What is left (the node state
-table, dependencies, attempts, outputs, requests, the graph's edges and
+verify template does, but with every free string spelled in ``_TEXT``, so the
+match itself rules out non-ASCII, control bytes, backslashes and DEL; decision
+0120), the event schema (every member's type, pattern and bound, written out
+for that transition) and the payload rule (which optional members that
+transition carries: the others are literal ``null`` or ``[]``); the execution
+is the header's, spelled literally. What is left (the node state table,
+dependencies, attempts, outputs, requests, the graph's edges and
 ``max_visits``, record schemas) is checked in plain Python against the replay
 state, the same tables the generic path reads.
 
-The lane only ever accepts. Whenever it cannot decide an event (another
-transition, a role, a human or hybrid task, an approval requirement, a wait,
-parallel or terminal node, a failed predecessor, an open batch, a line outside
-the shape, or any rule that would refuse), it returns False having changed
-nothing, and the event goes through the generic path, which decides and words
-the refusal. An accepted event is folded into the same ``ReplayState``,
-``GraphRules``, chain and report as the generic path would fold it.
+The lane only ever accepts. :meth:`AuditLane.run` walks the journal from a
+position and stops at the first event it cannot decide (another transition, a
+role, a human or hybrid task, an approval requirement, a wait, parallel or
+terminal node, a failed predecessor, an open batch, a line outside the shape,
+or any rule that would refuse), having changed nothing of it; that event goes
+through the generic path, which decides and words the refusal. An accepted
+event is folded into the same ``ReplayState``, ``GraphRules``, chain and report
+as the generic path would fold it.
 """
 
 from __future__ import annotations
@@ -33,26 +36,35 @@ from contracts._journal import NodeState, Transition
 from contracts._spec import ActionNode, ControlGraph, OperationNode, ParallelNode
 from host.journal._audit_graph import GraphRules
 from host.journal._chain import ChainCheck
-from host.journal._state import LIVE_STATES, ActivationState, AttemptState, ReplayState
-from host.journal._template import UNSAFE
+from host.journal._state import LIVE_STATES, ActivationState, AttemptState, Key, ReplayState
 
-_COUNT = rb"([1-9][0-9]{0,14}+)"
-"""A count: at most 15 digits, so far below ``MAX_JOURNAL_INT``."""
-_TOKEN = rb'"([^"]{1,256}+)"'
-"""A token on an ASCII line without escapes: 1 to 256 characters."""
-_NAME = rb'"([^"]*+)"'
-"""A node id: valid when it is one of the header's (validated) declarations."""
-_SHA = rb'"(sha256:[0-9a-f]{64})"'
-_HEX = rb'"sha256:([^"]*+)"'
-"""A digest the caller compares with one it computed."""
+_TEXT = rb"[ !#-\[\]-~]"
+"""One character of a string the lane reads: printable ASCII but the quote and backslash.
+
+Every byte of a line a lane pattern matches is pattern text, a digit or hex
+digit the pattern names, a character of this class, or part of the two
+digests the lane compares with ones it holds (``prior`` with the previous
+record's, ``digest`` with the one it computes): so the match alone proves the
+line ASCII with no control byte, backslash or DEL, the bytes ``UNSAFE`` names.
+"""
 _TIME = rb'"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z"'
-_PREDECESSOR = rb'\{"activation":[1-9][0-9]{0,14}+,"node":"[^"]*+"\}'
-_REF = rb'\{"digest":"sha256:[0-9a-f]{64}","id":"[^"]{1,256}+","kind":"[^"]{1,256}+"\}'
+_PREDECESSOR = rb'\{"activation":[1-9][0-9]{0,14}+,"node":"' + _TEXT + rb'*+"\}'
+_REF = (
+    rb'\{"digest":"sha256:[0-9a-f]{64}","id":"'
+    + _TEXT
+    + rb'{1,256}+","kind":"'
+    + _TEXT
+    + rb'{1,256}+"\}'
+)
 
 _PREDECESSORS: Final = re.compile(rb'\{"activation":([0-9]++),"node":"([^"]*+)"\}').findall
 _REFS: Final = re.compile(rb'\{"digest":"([^"]*+)","id":"([^"]*+)","kind":"([^"]*+)"\}').findall
-_CUT: Final = len(b',"digest":"sha256:')
-_TRANSITION: Final = len(b'"transition":"')
+_DIGEST_AT: Final = len(b'{"digest":"')
+_REF_HEAD: Final = len(b'{"digest":"sha256:') + 64
+"""A reference's bytes up to the end of its digest (its digest is ``[_DIGEST_AT:_REF_HEAD]``)."""
+_TAIL_BYTES: Final = 9
+"""Bytes at the end of a line that tell the lane's transitions apart (``run``)."""
+_TEXTS: Final = re.compile(_TEXT + rb"*+").fullmatch
 
 _READY, _ACTIVE, _COMPLETED = NodeState.READY, NodeState.ACTIVE, NodeState.COMPLETED
 _PENDING = NodeState.PENDING
@@ -64,7 +76,9 @@ def _members(execution: bytes, transition: str, prior: str, result: str, **shape
     """The whole line's pattern for one transition (members in canonical order)."""
     values = {
         "activation": rb"(?P<activation>[1-9][0-9]{0,14}+)",
-        "actor": rb'\{"id":"(?P<actor>[^"]{1,256}+)","kind":"(?:automation|human)","role":null\}',
+        "actor": rb'\{"id":"(?P<actor>'
+        + _TEXT
+        + rb'{1,256}+)","kind":"(?:automation|human)","role":null\}',
         "approvals": rb"\[\]",
         "attempt": b"null",
         "authorization": b"null",
@@ -72,15 +86,15 @@ def _members(execution: bytes, transition: str, prior: str, result: str, **shape
         "error": b"null",
         "execution": re.escape(b'"' + execution + b'"'),
         "invalidation": b"null",
-        "node": rb'"(?P<node>[^"]*+)"',
+        "node": rb'"(?P<node>' + _TEXT + rb'*+)"',
         "ordinal": rb"(?P<ordinal>[1-9][0-9]{0,14}+)",
         "predecessors": rb"\[\]",
         "prior": rb'"sha256:(?P<prior>[^"]*+)"',
         "prior_state": re.escape(f'"{prior}"'.encode()),
-        "rationale": rb'"(?P<rationale>[^"]{0,4096}+)"',
+        "rationale": rb'"(?P<rationale>' + _TEXT + rb'{0,4096}+)"',
         "record": rb'"event"',
         "refs": rb"\[\]",
-        "request": rb'"(?P<request>[^"]{1,256}+)"',
+        "request": rb'"(?P<request>' + _TEXT + rb'{1,256}+)"',
         "request_digest": rb'"(?P<request_digest>sha256:[0-9a-f]{64})"',
         "result_state": re.escape(f'"{result}"'.encode()),
         "successor": b"null",
@@ -90,19 +104,25 @@ def _members(execution: bytes, transition: str, prior: str, result: str, **shape
     }
     low = b",".join(b'"' + k.encode() + b'":' + values[k] for k in sorted(values) if k < "digest")
     high = b",".join(b'"' + k.encode() + b'":' + values[k] for k in sorted(values) if k > "digest")
-    return rb"\{" + low + rb',"digest":"sha256:(?P<digest>[^"]*+)"(?P<high>,' + high + rb"\})"
+    return (
+        rb"(?P<low>\{" + low + rb'),"digest":"sha256:(?P<digest>[^"]*+)"(?P<high>,' + high + rb"\})"
+    )
 
 
 _REF_LIST = rb"\[(?P<refs>(?:" + _REF + rb"(?:," + _REF + rb")*+)?+)\]"
-_ATTEMPT = rb'\{"id":"(?P<attempt>[^"]{1,256}+)","sequence":(?P<sequence>[1-9][0-9]{0,14}+)\}'
+_ATTEMPT = (
+    rb'\{"id":"(?P<attempt>' + _TEXT + rb'{1,256}+)","sequence":(?P<sequence>[1-9][0-9]{0,14}+)\}'
+)
 
 #: Each lane transition's named groups, in the order ``match.groups()`` returns them.
-_STEP = ("activation", "actor", "attempt", "sequence", "digest", "high", "node", "ordinal")
-_TAIL = ("prior", "rationale", "refs", "request", "request_digest")
+#: ``low`` and ``high`` are the line before and after the digest member: together
+#: the record's canonical JSON, the bytes its digest covers.
+_STEP = ("low", "activation", "actor", "attempt", "sequence", "digest", "high", "node")
+_TAIL = ("ordinal", "prior", "rationale", "refs", "request", "request_digest")
 LAYOUT: Final[dict[str, tuple[str, ...]]] = {
     "dependencies-satisfied": (
-        *("activation", "actor", "digest", "high", "node", "ordinal", "first", "node1", "more"),
-        *("prior", "rationale", "request", "request_digest"),
+        *("low", "activation", "actor", "digest", "high", "node", "ordinal"),
+        *("first", "node1", "more", "prior", "rationale", "request", "request_digest"),
     ),
     "work-started": (*_STEP, *_TAIL),
     "work-completed": (*_STEP, *_TAIL),
@@ -110,8 +130,14 @@ LAYOUT: Final[dict[str, tuple[str, ...]]] = {
 
 
 def lane_patterns(execution: str) -> dict[str, re.Pattern[bytes]]:
-    """The three line patterns for a journal of ``execution`` (checked against ``LAYOUT``)."""
+    """The three line patterns for a journal of ``execution`` (checked against ``LAYOUT``).
+
+    None of them for an execution id outside ``_TEXT`` (spelled literally, it would let
+    unsafe bytes into a match): the lane then accepts nothing.
+    """
     name = execution.encode()
+    if _TEXTS(name) is None:
+        return {}
     patterns = {
         "dependencies-satisfied": _members(
             name,
@@ -119,7 +145,10 @@ def lane_patterns(execution: str) -> dict[str, re.Pattern[bytes]]:
             "pending",
             "ready",
             predecessors=rb'\[\{"activation":(?P<first>[1-9][0-9]{0,14}+),"node":"(?P<node1>'
-            rb'[^"]*+)"\}(?P<more>(?:,' + _PREDECESSOR + rb")*+)\]",
+            + _TEXT
+            + rb'*+)"\}(?P<more>(?:,'
+            + _PREDECESSOR
+            + rb")*+)\]",
         ),
         "work-started": _members(
             name, "work-started", "ready", "active", attempt=_ATTEMPT, refs=_REF_LIST
@@ -133,6 +162,28 @@ def lane_patterns(execution: str) -> dict[str, re.Pattern[bytes]]:
         if tuple(pattern.groupindex) != LAYOUT[key]:  # pragma: no cover - a typo guard
             raise ValueError(f"the {key} lane pattern's groups are not its layout")
     return compiled
+
+
+_DEPENDENCIES, _START, _COMPLETE = 0, 1, 2
+"""What a lane pattern is for (the loop's branch)."""
+_NAMES = ("dependencies-satisfied", "work-started", "work-completed")
+
+
+def _current_upstream(
+    preds: list[tuple[Any, int]],
+    upstream: frozenset[str],
+    activations: dict[Key, ActivationState],
+    latest: dict[NodeId, int],
+) -> bool:
+    """Whether each predecessor is a current completion of an upstream node, none named twice."""
+    for index, pred in enumerate(preds):
+        source = pred[0]
+        if source is None or source not in upstream or (index and pred in preds[:index]):
+            return False
+        found = activations.get(pred)
+        if found is None or found.state is not _COMPLETED or latest.get(source) != pred[1]:
+            return False
+    return True
 
 
 class AuditLane:
@@ -150,28 +201,38 @@ class AuditLane:
         self.state, self.chain, self.rules, self.references = state, chain, rules, references
         self.report = report
         patterns = lane_patterns(chain.execution)
-        handlers = {
-            "dependencies-satisfied": AuditLane._ready,
-            "work-started": AuditLane._start,
-            "work-completed": AuditLane._complete,
+        kinds = {
+            "dependencies-satisfied": _DEPENDENCIES,
+            "work-started": _START,
+            "work-completed": _COMPLETE,
         }
-        # transition -> (fullmatch, handler, group numbers of digest, high, ordinal, prior)
-        self.handlers: dict[bytes, tuple[Any, ...]] = {}
+        # The line's last bytes (with or without its newline) -> (fullmatch, which
+        # branch of ``run``): the transition is the last member, and these tails
+        # tell the three apart (the pattern then spells the transition out).
+        self.patterns: dict[bytes, tuple[Any, int]] = {}
         for name, pattern in patterns.items():
-            index = pattern.groupindex
-            self.handlers[name.encode()] = (
-                pattern.fullmatch,
-                handlers[name],
-                index["digest"],
-                index["high"],
-                index["ordinal"],
-                index["prior"],
-            )
+            tail = name.encode()[-_TAIL_BYTES + 2 :] + b'"}'
+            self.patterns[tail] = self.patterns[tail[1:] + b"\n"] = (pattern.fullmatch, kinds[name])
         self.nodes: dict[bytes, NodeId] = {nid.encode(): NodeId(nid) for nid in state.rules}
         self.limits = {nid: node.max_visits for nid, node in graph.nodes.items()}
-        self.outputs = frozenset(
-            nid for nid, node in graph.nodes.items() if isinstance(node, ActionNode | OperationNode)
+        # Nodes whose Host start the lane decides (a human step is the generic path's).
+        self.startable = frozenset(
+            nid for nid, rule in state.rules.items() if _STARTED not in rule.human_steps
         )
+        # Nodes whose Host completion the lane decides: action and operation nodes
+        # (the kinds with an output record) with no human step, conduct or approval.
+        outputs = [
+            nid for nid, node in graph.nodes.items() if isinstance(node, ActionNode | OperationNode)
+        ]
+        self.completable = frozenset(
+            nid
+            for nid in outputs
+            if _DONE not in state.rules[nid].human_steps
+            and not state.rules[nid].needs_conduct
+            and state.rules[nid].decl.approval is None
+        )
+        # Nodes that declare no artifact a completion must reference.
+        self.bare = frozenset(nid for nid, rule in state.rules.items() if not rule.outputs)
         # (source, target) edges along which a completed predecessor needs no
         # further graph check: a normal edge with no route, selection or barrier
         # to consult (routes and selections are read only with records).
@@ -184,6 +245,7 @@ class AuditLane:
             for target in targets:
                 if not consults and target not in rules.barriers:
                     self.plain.add((source, target))
+        self.ints: dict[bytes, int] = {}
         self.head = chain.head[7:].encode()
         self.pending: list[bytes] = []
         self.first = 1
@@ -215,41 +277,218 @@ class AuditLane:
         self.head = self.chain.head[7:].encode()
         self.first = self.chain.count + 1
 
-    def event(self, line: bytes, position: int) -> bool:
-        """Accept and fold in the event on ``line``, or return False having changed nothing."""
-        if self.state.batch is not None or self.rules.terminal is not None:
-            return False
-        end = len(line) - 1 if line.endswith(b"\n") else len(line)
-        found = self.handlers.get(line[line.rfind(b'"transition":"') + _TRANSITION : end - 2])
-        if found is None:
-            return False
-        fullmatch, handler, digest, high, ordinal, prior = found
-        match = fullmatch(line)
-        if match is None or match.end(high) != end or not line.isascii():
-            return False
-        if len(line.translate(None, UNSAFE)) != end:
-            return False
-        start, stop = match.span(digest)
-        hasher = hashlib.sha256(line[: start - _CUT])
-        hasher.update(line[stop + 1 : end])
-        stated = line[start:stop]
-        if (
-            hasher.hexdigest().encode() != stated
-            or match.group(prior) != self.head
-            or int(match.group(ordinal)) != position
-        ):
-            return False
-        try:
-            if not handler(self, match.groups(), position):
-                return False
-        except ExecsysError:
-            return False  # a graph rule refuses: the generic path words it
-        self.pending.append(stated)
-        self.head = stated
-        self.position = position
-        return True
+    def run(self, lines: list[bytes], position: int) -> int:
+        """Accept and fold in the events from ``lines[position]`` on, one by one.
 
-    # --- the three transitions -------------------------------------------------------
+        Returns the position of the first event the lane leaves to the generic
+        path (``len(lines)`` when it accepted them all); nothing of that event
+        has been changed. One loop with everything it reads bound to locals:
+        per event, the lane costs about what the line's match and hash do.
+        """
+        state, rules = self.state, self.rules
+        # Only a generic step opens a batch or completes a terminal node, so
+        # neither can change while the lane accepts.
+        if state.batch is not None or rules.terminal is not None:
+            return position
+        patterns, nodes, limits, plain = self.patterns, self.nodes, self.limits, self.plain
+        startable, completable, bare = self.startable, self.completable, self.bare
+        activations, latest, retired = state.activations, state.latest, state.retired
+        requests, node_rules, start_node = state.requests, state.rules, state.header.start
+        load, graph_nodes, completed = rules.load, rules.graph.nodes, rules.completed_refs
+        references, path = self.references, self.report.path
+        sha256 = hashlib.sha256
+        # A count's digits -> its value (int() of bytes costs more than a look-up).
+        ints = self.ints
+        head = self.head
+        accepted = self.position
+        append = self.pending.append
+        count = len(lines)
+        while position < count:
+            line = lines[position]
+            found = patterns.get(line[-_TAIL_BYTES:])
+            if found is None:
+                break
+            match = found[0](line)
+            if match is None:
+                break
+            kind = found[1]
+            groups = match.groups()
+            if kind == _DEPENDENCIES:
+                low, activation, actor, stated, high, name, ordinal = groups[:7]
+                first, name1, more, prior, rationale, request, rdigest = groups[7:]
+            else:
+                low, activation, actor, attempt, sequence, stated, high, name = groups[:8]
+                ordinal, prior, rationale, refs, request, rdigest = groups[8:]
+            # The chain and the digest. The match has proven the canonical form
+            # and the schema (an ASCII line with no control byte, backslash or DEL
+            # once ``prior`` and the digest are known to be hex: see ``_TEXT``).
+            if prior != head or int(ordinal) != position:
+                break
+            hasher = sha256(low)
+            hasher.update(high)
+            if hasher.hexdigest().encode() != stated:
+                break
+            node = nodes.get(name)
+            if node is None:
+                break
+            number = ints.get(activation)
+            if number is None:
+                number = ints[activation] = int(activation)
+            key = (node, number)
+            record = activations.get(key)
+            ask = request.decode()
+            if ask in requests:
+                break
+
+            if kind == _DEPENDENCIES:
+                limit = limits[node]
+                if record is None:
+                    # _check_activation, then state_of is pending (not the start node's
+                    # next activation, which is ready), then max_visits for one more visit.
+                    last = latest.get(node, 0)
+                    if number != last + 1 or (
+                        last and activations[(node, last)].state in LIVE_STATES
+                    ):
+                        break
+                    gone = retired.get(node, 0)
+                    if node == start_node and gone == last:
+                        break
+                    if limit is not None and last - gone + 1 > limit:
+                        break
+                elif record.state is not _PENDING or (
+                    limit is not None and latest.get(node, 0) - retired.get(node, 0) > limit
+                ):
+                    break
+                after = ints.get(first)
+                if after is None:
+                    after = ints[first] = int(first)
+                preds = [(nodes.get(name1), after)]
+                if more:
+                    preds.extend((nodes.get(n), int(a)) for a, n in _PREDECESSORS(more))
+                if not _current_upstream(preds, node_rules[node].upstream, activations, latest):
+                    break
+                if more:
+                    consult = any((pred[0], node) not in plain for pred in preds)
+                else:
+                    consult = (preds[0][0], node) not in plain
+                if consult:
+                    try:
+                        rules._dependencies(
+                            state,
+                            key,
+                            [{"node": p[0], "activation": p[1]} for p in preds],
+                            position,
+                        )
+                    except ExecsysError:
+                        break  # a graph rule refuses: the generic path words it
+                # Fold in (ReplayState.apply for this transition).
+                if record is None:
+                    record = ActivationState(_READY, position, (), [], [], [])
+                    activations[key] = record
+                    latest[node] = number
+                record.state = _READY
+                record.predecessors = tuple(preds)  # type: ignore[arg-type]
+                for pred in preds:
+                    activations[pred].dependents.append(key)  # type: ignore[index]
+
+            elif kind == _START:
+                if node not in startable:
+                    break
+                if record is None:
+                    # Only the start node's next activation is ready without an event.
+                    last = latest.get(node, 0)
+                    gone = retired.get(node, 0)
+                    limit = limits[node]
+                    if (
+                        node != start_node
+                        or number != last + 1
+                        or gone != last
+                        or (last and activations[(node, last)].state in LIVE_STATES)
+                        or (limit is not None and last - gone + 1 > limit)
+                    ):
+                        break
+                    attempts: list[AttemptState] = []
+                elif record.state is not _READY:
+                    break
+                else:
+                    attempts = record.attempts
+                ident = attempt.decode()
+                step = ints.get(sequence)
+                if step is None:
+                    step = ints[sequence] = int(sequence)
+                if step != len(attempts) + 1 or (
+                    attempts and any(old.id == ident for old in attempts)
+                ):
+                    break
+                if record is None:
+                    record = ActivationState(_ACTIVE, position, (), [], [], [])
+                    activations[key] = record
+                    latest[node] = number
+                record.state = _ACTIVE
+                record.attempts.append(AttemptState(ident, step, position))
+                if refs:  # a launch record, say: only listed (note_references)
+                    for digest, _ident, _kind in _REFS(refs):
+                        references.setdefault(digest.decode())
+
+            else:
+                if node not in completable:
+                    break
+                if record is None or record.state is not _ACTIVE or not record.attempts:
+                    break
+                current = record.attempts[-1]
+                if (
+                    current.outcome is not None
+                    or current.id != attempt.decode()
+                    or current.sequence != int(sequence)
+                ):
+                    break
+                visit_name = name + b"#" + activation
+                visit = visit_name.decode()
+                tail = b'","id":"' + visit_name + b'","kind":"output"}'
+                if len(refs) == _REF_HEAD + len(tail) and refs.endswith(tail) and node in bare:
+                    # Exactly one reference, the output record (the length leaves
+                    # no room for another), and the node declares no artifact.
+                    output = refs[_DIGEST_AT:_REF_HEAD].decode()
+                    given = [(output, visit, "output")]
+                else:
+                    given = []
+                    kinds: dict[tuple[str, str], str] = {}
+                    for digest_, ident_, kind_ in _REFS(refs):
+                        entry = (digest_.decode(), ident_.decode(), kind_.decode())
+                        given.append(entry)
+                        kinds[(entry[2], entry[1])] = entry[0]
+                    if not node_rules[node].outputs <= kinds.keys():
+                        break
+                    found_output = kinds.get(("output", visit))
+                    if found_output is None:
+                        break
+                    output = found_output
+                if load is not None:
+                    try:
+                        rules._ports(graph_nodes[node], key, load(output, position), position)
+                    except ExecsysError:
+                        break  # a record missing, mis-hashed or off its schema
+                record.state = _COMPLETED
+                current.outcome = _COMPLETED
+                current.ended = position
+                for digest, _ident, kind_ in given:
+                    completed[(key, kind_)] = digest
+                    references.setdefault(digest)
+                path.append(visit)
+
+            record.events.append(position)
+            requests[ask] = (rdigest.decode(), position, position)
+            if actor != _HOST:
+                self._directive(_NAMES[kind], key, actor, position, rationale)
+            append(stated)
+            head = stated
+            accepted = position
+            position += 1
+        self.head = head
+        self.position = accepted
+        if accepted:
+            state.count = accepted
+        return position
 
     def _directive(
         self, transition: str, key: tuple[str, int], actor: bytes, ordinal: int, rationale: bytes
@@ -265,201 +504,3 @@ class AuditLane:
                 "rationale": rationale.decode(),
             }
         )
-
-    def _ready(self, groups: tuple[Any, ...], ordinal: int) -> bool:
-        (activation, actor, _, _, name, _, first, name1, more, _, rationale, request, rdigest) = (
-            groups
-        )
-        state = self.state
-        node = self.nodes.get(name)
-        if node is None:
-            return False
-        rule = state.rules[node]
-        number = int(activation)
-        key = (node, number)
-        activations, latest = state.activations, state.latest
-        record = activations.get(key)
-        limit = self.limits[node]
-        if record is None:
-            # _check_activation, then state_of is pending (not the start node's
-            # next activation, which is ready), then max_visits for one more visit.
-            last = latest.get(node, 0)
-            if number != last + 1 or (last and activations[(node, last)].state in LIVE_STATES):
-                return False
-            retired = state.retired.get(node, 0)
-            if node == state.header.start and retired == last:
-                return False
-            if limit is not None and last - retired + 1 > limit:
-                return False
-        elif record.state is not _PENDING or (
-            limit is not None and latest.get(node, 0) - state.retired.get(node, 0) > limit
-        ):
-            return False
-        source = self.nodes.get(name1)
-        pred = (source, int(first))
-        if more:
-            preds = [pred]
-            preds.extend((self.nodes.get(n), int(a)) for a, n in _PREDECESSORS(more))
-        else:
-            preds = [pred]
-        upstream = rule.upstream
-        for index, pred in enumerate(preds):
-            source = pred[0]
-            if source is None or source not in upstream or pred in preds[:index]:
-                return False
-            found = activations.get(pred)  # type: ignore[arg-type]
-            if found is None or found.state is not _COMPLETED or latest.get(source) != pred[1]:
-                return False
-        ask = request.decode()
-        if ask in state.requests:
-            return False
-        plain = self.plain
-        for pred in preds:
-            if (pred[0], node) not in plain:
-                self.rules._dependencies(
-                    state, key, [{"node": p[0], "activation": p[1]} for p in preds], ordinal
-                )
-                break
-        # Fold in (ReplayState.apply for this transition).
-        if record is None:
-            record = ActivationState(_READY, ordinal)
-            activations[key] = record
-            latest[node] = number
-        record.state = _READY
-        record.events.append(ordinal)
-        record.predecessors = tuple(preds)  # type: ignore[arg-type]
-        for pred in preds:
-            activations[pred].dependents.append(key)  # type: ignore[index]
-        state.requests[ask] = (rdigest.decode(), ordinal, ordinal)
-        state.count = ordinal
-        if actor != _HOST:
-            self._directive("dependencies-satisfied", key, actor, ordinal, rationale)
-        return True
-
-    def _start(self, groups: tuple[Any, ...], ordinal: int) -> bool:
-        (
-            activation,
-            actor,
-            attempt,
-            sequence,
-            _,
-            _,
-            name,
-            _,
-            _,
-            rationale,
-            refs,
-            request,
-            rdigest,
-        ) = groups
-        state = self.state
-        node = self.nodes.get(name)
-        if node is None or _STARTED in state.rules[node].human_steps:
-            return False
-        number = int(activation)
-        key = (node, number)
-        record = state.activations.get(key)
-        if record is None:
-            # Only the start node's next activation is ready without an event.
-            last = state.latest.get(node, 0)
-            retired = state.retired.get(node, 0)
-            limit = self.limits[node]
-            if (
-                node != state.header.start
-                or number != last + 1
-                or retired != last
-                or (last and state.activations[(node, last)].state in LIVE_STATES)
-                or (limit is not None and last - retired + 1 > limit)
-            ):
-                return False
-            attempts: list[AttemptState] = []
-        elif record.state is not _READY:
-            return False
-        else:
-            attempts = record.attempts
-        ident = attempt.decode()
-        count = int(sequence)
-        if count != len(attempts) + 1 or any(old.id == ident for old in attempts):
-            return False
-        ask = request.decode()
-        if ask in state.requests:
-            return False
-        if record is None:
-            record = ActivationState(_ACTIVE, ordinal)
-            state.activations[key] = record
-            state.latest[node] = number
-        record.state = _ACTIVE
-        record.events.append(ordinal)
-        record.attempts.append(AttemptState(ident, count, ordinal))
-        state.requests[ask] = (rdigest.decode(), ordinal, ordinal)
-        state.count = ordinal
-        if refs:  # a launch record, say: only listed (note_references)
-            for digest, _ident, _kind in _REFS(refs):
-                self.references.setdefault(digest.decode())
-        if actor != _HOST:
-            self._directive("work-started", key, actor, ordinal, rationale)
-        return True
-
-    def _complete(self, groups: tuple[Any, ...], ordinal: int) -> bool:
-        (
-            activation,
-            actor,
-            attempt,
-            sequence,
-            _,
-            _,
-            name,
-            _,
-            _,
-            rationale,
-            refs,
-            request,
-            rdigest,
-        ) = groups
-        state = self.state
-        node = self.nodes.get(name)
-        if node is None or node not in self.outputs:
-            return False
-        rule = state.rules[node]
-        if _DONE in rule.human_steps or rule.needs_conduct or rule.decl.approval is not None:
-            return False
-        number = int(activation)
-        key = (node, number)
-        record = state.activations.get(key)
-        if record is None or record.state is not _ACTIVE or not record.attempts:
-            return False
-        current = record.attempts[-1]
-        if (
-            current.outcome is not None
-            or current.id != attempt.decode()
-            or current.sequence != int(sequence)
-        ):
-            return False
-        given = [(d.decode(), i.decode(), k.decode()) for d, i, k in _REFS(refs)]
-        kinds = {(kind, ident): digest for digest, ident, kind in given}
-        if not rule.outputs <= kinds.keys():
-            return False
-        ask = request.decode()
-        if ask in state.requests:
-            return False
-        output = kinds.get(("output", f"{node}#{number}"))
-        if output is None:
-            return False
-        load = self.rules.load
-        if load is not None:
-            self.rules._ports(self.rules.graph.nodes[node], key, load(output, ordinal), ordinal)
-        record.state = _COMPLETED
-        record.events.append(ordinal)
-        current.outcome = _COMPLETED
-        current.ended = ordinal
-        state.requests[ask] = (rdigest.decode(), ordinal, ordinal)
-        state.count = ordinal
-        completed = self.rules.completed_refs
-        references = self.references
-        for digest, _ident, kind in given:
-            completed[(key, kind)] = digest
-            references.setdefault(digest)
-        self.report.path.append(f"{node}#{number}")
-        if actor != _HOST:
-            self._directive("work-completed", key, actor, ordinal, rationale)
-        return True

@@ -133,7 +133,7 @@ def verify_lines(lines: Iterable[bytes]) -> VerifyReport:
     # out, and execution, ordinal and prior are read from the template's groups.
     # Any other line goes through ``parse_line`` and ``ChainCheck``, which raise
     # the exact refusal in the documented order.
-    fullmatch, unsafe, sha256, cut = _LINE, UNSAFE, hashlib.sha256, _CUT
+    fullmatch, unsafe, sha256 = _LINE, UNSAFE, hashlib.sha256
     try:
         stream = iter(lines)
         for line in stream:
@@ -152,18 +152,18 @@ def verify_lines(lines: Iterable[bytes]) -> VerifyReport:
             position += 1
             match = fullmatch(line)
             if match is not None:
-                start, stop = match.span(2)
-                end = match.end(3)
+                # The line before and after the digest member (the bytes the
+                # digest covers), the digest's hex, execution, ordinal, prior.
+                low, stated, high, name, ordinal, prior = match.groups()
                 if (
-                    match.group(6) == head
-                    and int(match.group(5)) == position
-                    and match.group(4) == execution
-                    and len(line.translate(None, unsafe)) == end
+                    prior == head
+                    and int(ordinal) == position
+                    and name == execution
+                    and len(line.translate(None, unsafe)) == match.end(3)
                     and (line.isascii() or _utf8(line))
                 ):
-                    hasher = sha256(line[: start - cut])
-                    hasher.update(line[stop + 1 : end])
-                    stated = line[start:stop]
+                    hasher = sha256(low)
+                    hasher.update(high)
                     if hasher.hexdigest().encode() == stated:
                         pending.append(stated)
                         head = stated

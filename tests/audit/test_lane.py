@@ -39,15 +39,18 @@ def _report(data: bytes, *, lane: bool, all_violations: bool = False) -> dict[st
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Every answer the lane gives, in order."""
+    """Every event the lane was offered, in order: True where it accepted it."""
     answers: list[bool] = []
-    event = _audit_lane.AuditLane.event
+    run = _audit_lane.AuditLane.run
 
-    def spy(self: _audit_lane.AuditLane, line: bytes, position: int) -> bool:
-        answers.append(event(self, line, position))
-        return answers[-1]
+    def spy(self: _audit_lane.AuditLane, lines: list[bytes], position: int) -> int:
+        stop = run(self, lines, position)
+        answers.extend([True] * (stop - position))
+        if stop < len(lines):
+            answers.append(False)  # the event it left to the generic path
+        return stop
 
-    monkeypatch.setattr(_audit_lane.AuditLane, "event", spy)
+    monkeypatch.setattr(_audit_lane.AuditLane, "run", spy)
     return answers
 
 
@@ -309,3 +312,54 @@ def _rechained(forgery: Forgery, *, records: bool) -> bytes:
         lines.append(line)
     load = (lambda d: forgery.records.get(d, 0)) if records else None
     return encode_bundle(forgery.delivery, lines, load)
+
+
+@pytest.mark.parametrize("records", [True, False], ids=["records", "digests"])
+def test_a_completion_with_a_second_reference_gets_the_same_verdict(records: bool) -> None:
+    # The lane reads a completion that references only its output record from
+    # the line's bytes; one with another reference before the output (same
+    # last bytes) must still have both noted, whichever path reads it.
+    forgery = Forgery((FIXTURES / "loop.bundle").read_bytes())
+    done = forgery.events[1]
+    assert (done["node"], done["transition"]) == ("plan", "work-completed")
+    extra = {"digest": forgery.put_record({"note": 1}), "id": "plan#1", "kind": "note"}
+    done["refs"] = [extra, *done["refs"]]
+    forged = _rechained(forgery, records=records)
+    assert _report(forged, lane=True) == _report(forged, lane=False)
+
+
+def test_an_execution_id_with_a_control_byte_keeps_its_lines_off_the_lane() -> None:
+    # The lane spells the header's execution id into its patterns. An id with a
+    # control byte is canonical only escaped (\u0001); lines that carry it raw,
+    # digests re-taken over them, are not canonical, and only the strict path
+    # can say so.
+    bundle = parse_bundle((FIXTURES / "loop.bundle").read_bytes())
+    delivery = AdmittedDelivery.model_validate_json(canonical_bytes(bundle.delivery))
+    header = json.loads(bundle.journal[0])
+    del header["digest"]
+    header["execution"] = "d\x01x"
+    head, header_line = encode_fields(header)
+    lines = [header_line]
+    cut = len(b',"digest":"sha256:')
+    for ordinal, line in enumerate(bundle.journal[1:], start=1):
+        event = json.loads(line)
+        del event["digest"]
+        event.update(execution="d\x01x", ordinal=ordinal, prior=head)
+        raw = encode_fields(event)[1].replace(b"\\u0001", b"\x01")
+        start = raw.index(b',"digest":"sha256:')
+        body = raw[:start] + raw[start + cut + 65 :]
+        digest = hashlib.sha256(body).hexdigest()
+        head = "sha256:" + digest
+        lines.append(raw[: start + cut] + digest.encode() + raw[start + cut + 64 :])
+
+    def report(lane: bool) -> dict[str, Any]:
+        saved = _audit.LANE
+        _audit.LANE = lane
+        try:
+            return _audit.audit_journal(lines, delivery.graph, delivery.authority).to_json()
+        finally:
+            _audit.LANE = saved
+
+    with_lane = report(True)
+    assert with_lane == report(False)
+    assert (with_lane["ok"], with_lane["ordinal"]) == (False, 1)
