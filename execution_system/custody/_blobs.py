@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from execution_system.custody._durable import Flusher, fsync_dir, write_all
+from host._faults import boundary
 
 #: Read size for streaming copies and hashes.
 CHUNK = 1 << 20
@@ -84,6 +85,7 @@ class BlobStore:
                 continue
             for blob in shard.iterdir():
                 if f"{DIGEST_PREFIX}{shard.name}{blob.name}" not in keep:
+                    boundary("custody-collect", "before")
                     blob.unlink(missing_ok=True)
                     deleted += 1
             if not any(shard.iterdir()):
