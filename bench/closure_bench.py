@@ -13,8 +13,12 @@ tree's size), and the report adds, per node, the time in its executor turns
 orchestration time per generation (custody snapshots and the rest), the time
 in the Host's custody calls per generation and per call (target: under 1 s
 on 10,000 unchanged files), the time in each step of custody's seeding (its
-``open``), and the store and custody bytes the goal left behind (blobs and
-manifests apart).
+``open``), the CPU time of this process (the Host, custody, the journal: a
+figure that load inflates far less than wall time) and of the executors, the
+time of the check commands themselves (their evidence's ``duration_s``) and
+everything else, and the custody bytes of the closed goal before and after
+``goal export`` (which releases the workspace and prunes the rejected
+generations), then the store and custody bytes left (blobs and manifests apart).
 
 Run: ``.venv/bin/python bench/closure_bench.py [--runs N] [--files N]``.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import sys
 import tempfile
@@ -45,11 +50,17 @@ class TimedInvoker:
         self.seconds = 0.0
         self.turns = 0
         self.by_node: dict[str, float] = {}
+        self.commands = 0.0
+        """Time the check commands themselves took (their evidence's ``duration_s``)."""
 
     async def __call__(self, request: Any, binding: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return await self.inner(request, binding, **kwargs)
+            result = await self.inner(request, binding, **kwargs)
+            evidence = (getattr(result, "output", None) or {}).get("evidence")
+            if isinstance(evidence, dict):
+                self.commands += float(evidence.get("duration_s") or 0.0)
+            return result
         finally:
             spent = time.perf_counter() - started
             self.seconds += spent
@@ -117,6 +128,13 @@ DETAIL: dict[str, Any] = {}
 """What the ``--files`` run measured, reported after the event loop ends."""
 
 
+def _cpu() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process (all its threads) and of its children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
 def _bytes(path: Path) -> int:
     return sum(p.lstat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
@@ -150,9 +168,16 @@ async def one_run(folder: Path, files: int = 0) -> tuple[float, float, int, str]
             checks={"tests": (sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")},
             worker=PatchWorker(patches=(str(folder / "wrong.patch"), str(folder / "right.patch"))),
         )
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         view = await runtime.start(created["goal"], created["version"])
         total = time.perf_counter() - started
+        used = [after - before for before, after in zip(cpu, _cpu(), strict=True)]
+        if files and view["run_status"] == "CLOSED":
+            custody_root = folder / "custody"
+            DETAIL["held"] = _bytes(custody_root)
+            exported = runtime.export(created["goal"])
+            DETAIL["exported"] = _bytes(custody_root)
+            DETAIL["pruned"] = exported.get("savepoints_pruned", 0)
     finally:
         runtime.close()
     if files:
@@ -160,6 +185,8 @@ async def one_run(folder: Path, files: int = 0) -> tuple[float, float, int, str]
         DETAIL["custody"] = dict(custody.by_method)
         DETAIL["calls"] = dict(custody.calls)
         DETAIL["outside"] = total - timer.seconds
+        DETAIL["commands"] = timer.commands
+        DETAIL["cpu"] = used
     return total, timer.seconds, timer.turns, view["run_status"]
 
 
@@ -189,12 +216,36 @@ def _report(folder: Path, files: int) -> None:
         f"  custody work (the Host's calls, part of the above): {work:.2f} s, "
         f"{work / generations:.2f} s per generation ({calls})"
     )
+    steps = work - spent.get("open", 0.0)
+    print(
+        f"  custody work without the one-time open: {steps:.2f} s, "
+        f"{steps / generations:.2f} s per generation"
+    )
+    own, children = DETAIL["cpu"]
+    print(
+        f"  CPU: this process (Host, custody, journal) {own:.2f} s; "
+        f"executors and checks {children:.2f} s"
+    )
+    commands = DETAIL["commands"]
+    rest = DETAIL["total"] - commands
+    print(
+        f"  the check commands themselves: {commands:.2f} s; everything else "
+        f"(orchestration, runtime agents, scratch copies): {rest:.2f} s, "
+        f"{rest / DETAIL['total']:.1%} of the goal"
+    )
     store = sum(p.stat().st_size for p in folder.glob("state.db*"))
     records = folder / "custody" / "deliveries"
     manifests = sum(_bytes(d / "manifests") for d in records.iterdir() if d.is_dir())
     savepoints = sum(1 for d in records.iterdir() for _ in (d / "manifests").glob("*"))
+    if "held" in DETAIL:
+        print(
+            f"  custody bytes of the closed goal {DETAIL['held'] / 1e6:.1f} MB, after "
+            f"goal export {DETAIL['exported'] / 1e6:.1f} MB "
+            f"({DETAIL['pruned']} savepoint(s) pruned, workspace released)"
+        )
     print(
-        f"  store {store / 1e6:.1f} MB, custody {_bytes(folder / 'custody') / 1e6:.1f} MB "
+        f"  after export: store {store / 1e6:.1f} MB, "
+        f"custody {_bytes(folder / 'custody') / 1e6:.1f} MB "
         f"(blobs {_bytes(folder / 'custody' / 'blobs') / 1e6:.1f} MB, {savepoints} manifests "
         f"{manifests / 1e6:.1f} MB; project {_bytes(folder / 'project') / 1e6:.1f} MB)"
     )

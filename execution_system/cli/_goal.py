@@ -142,6 +142,11 @@ def register(commands: Any) -> None:
     export.add_argument(
         "--output", metavar="FILE", help="write it here (default: stdout; required for a bundle)"
     )
+    export.add_argument(
+        "--keep-history",
+        action="store_true",
+        help="keep the rejected generations' savepoints (default: only the base and the accepted)",
+    )
     _common(export)
     export.set_defaults(handler=_export)
 
@@ -332,7 +337,12 @@ def _export(args: argparse.Namespace) -> int:
     runtime = _runtime(args)
     try:
         output = Path(args.output) if args.output else None
-        report = runtime.export(args.goal, args.format, output if args.format == "bundle" else None)
+        report = runtime.export(
+            args.goal,
+            args.format,
+            output if args.format == "bundle" else None,
+            keep_history=args.keep_history,
+        )
     finally:
         runtime.close()
     if report["format"] == "bundle":
@@ -347,6 +357,7 @@ def _export(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text, encoding="utf-8")
     summary = {k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files")}
     summary["workspace_released"] = report["workspace_released"]
+    summary["savepoints_pruned"] = report["savepoints_pruned"]
     if args.json:
         emit_json({**summary, "output": args.output, **({} if args.output else {"patch": text})})
     elif args.output:
@@ -364,6 +375,7 @@ def _exported_bundle(args: argparse.Namespace, report: dict[str, Any]) -> int:
     summary = {k: report[k] for k in keys}
     summary["prerequisite"] = report["prerequisite"]
     summary["workspace_released"] = report["workspace_released"]
+    summary["savepoints_pruned"] = report["savepoints_pruned"]
     if args.json:
         emit_json({**summary, "output": args.output})
         return 0

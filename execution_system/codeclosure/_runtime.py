@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts import AuthorityPolicy, ErrorCode, ExecsysError, NodeId, error
+from contracts import AuthorityPolicy, DeliveryId, ErrorCode, ExecsysError, NodeId, error
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
 from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
@@ -202,12 +202,19 @@ class GoalRuntime:
         return self.view(goal_id)
 
     def export(
-        self, goal_id: str, fmt: str = "patch", output: Path | None = None
+        self,
+        goal_id: str,
+        fmt: str = "patch",
+        output: Path | None = None,
+        *,
+        keep_history: bool = False,
     ) -> dict[str, Any]:
         """The accepted change with its digests: a unified diff, or a git bundle at ``output``.
 
-        Once the change is out, the goal's live workspace is released (its
-        savepoints stay, so exporting again gives the same change).
+        Once the change is out, the goal's live workspace is released and,
+        unless ``keep_history``, custody forgets every savepoint but the base
+        and the accepted one (the rejected generations' trees, decision 0056);
+        exporting again gives the same change.
         """
         row = self.goals.get(goal_id)
         facts = accepted(row, self.host)
@@ -228,6 +235,11 @@ class GoalRuntime:
                 report = {**facts, "format": "patch", "files": paths}
                 report["patch"] = unified_diff(base, after, paths)
         report["workspace_released"] = custody.release(row["delivery"])
+        report["savepoints_pruned"] = 0
+        if not keep_history:
+            delivery = DeliveryId(row["delivery"])
+            first = custody.savepoints(delivery)[0].savepoint  # the base, as trees() reads it
+            report["savepoints_pruned"] = custody.prune(delivery, (first,)).savepoints
         return report
 
     def apply(self, goal_id: str, target: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from execution_system.custody._durable import Flusher, fsync_dir, write_all
+from host._faults import boundary
 
 #: Read size for streaming copies and hashes.
 CHUNK = 1 << 20
@@ -65,9 +66,9 @@ class BlobStore:
         """Open a stored blob for reading (``FileNotFoundError`` if absent)."""
         return self.path(digest).open("rb")
 
-    def batch(self) -> BlobBatch:
-        """Start staging new contents."""
-        return BlobBatch(self)
+    def batch(self, *, retain: int = 0) -> BlobBatch:
+        """Start staging new contents (keeping up to ``retain`` bytes of them in memory)."""
+        return BlobBatch(self, retain=retain)
 
     def collect(self, keep: set[str]) -> int:
         """Delete every blob whose digest is not in ``keep``; return how many were deleted.
@@ -84,6 +85,7 @@ class BlobStore:
                 continue
             for blob in shard.iterdir():
                 if f"{DIGEST_PREFIX}{shard.name}{blob.name}" not in keep:
+                    boundary("custody-collect", "before")
                     blob.unlink(missing_ok=True)
                     deleted += 1
             if not any(shard.iterdir()):
@@ -98,11 +100,13 @@ class BlobBatch:
     Thread-safe: a scan hashes files on several threads.
     """
 
-    def __init__(self, store: BlobStore) -> None:
+    def __init__(self, store: BlobStore, *, retain: int = 0) -> None:
         self._store = store
         self._staged: dict[str, Path] = {}
         self._lock = threading.Lock()
         self._flusher: Flusher | None = None
+        self._retain = retain
+        self._kept: dict[str, bytes] = {}
 
     def wanted(self, digest: str) -> bool:
         """Whether ``digest`` is neither stored nor staged yet."""
@@ -139,6 +143,16 @@ class BlobBatch:
         finally:
             os.close(fd)
         self._register(digest, tmp)
+        if self._retain:
+            with self._lock:
+                if len(data) <= self._retain:
+                    self._retain -= len(data)
+                    self._kept[digest] = data
+
+    def kept(self, digest: str) -> bytes | None:
+        """The bytes staged for ``digest`` if this batch kept them in memory (see ``retain``)."""
+        with self._lock:
+            return self._kept.get(digest)
 
     def add_stream(self, source: BinaryIO) -> tuple[str, int]:
         """Stage the content read from ``source``; return its digest and size.
@@ -183,6 +197,7 @@ class BlobBatch:
         with self._lock:
             staged, self._staged = self._staged, {}
             flusher, self._flusher = self._flusher, None
+            self._kept = {}
         if flusher is None:  # nothing was ever staged
             return
         with flusher:
@@ -213,6 +228,7 @@ class BlobBatch:
         with self._lock:
             staged, self._staged = self._staged, {}
             flusher, self._flusher = self._flusher, None
+            self._kept = {}
         if flusher is not None:
             flusher.close()
         for tmp in staged.values():

@@ -13,6 +13,21 @@ from execution_system.custody._tree import Tree
 _TREE_CACHE_SIZE = 8
 
 
+class PruneReport(BaseModel):
+    """What one :meth:`FileCustody.prune` removed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kept: tuple[SavepointId, ...]
+    """The savepoints left, oldest first (the head always among them)."""
+    savepoints: int
+    """Savepoints removed from the log."""
+    manifests: int
+    """Manifests deleted (more than ``savepoints`` after an interrupted earlier prune)."""
+    blobs: int
+    """Blobs deleted because no remaining manifest of any delivery names them."""
+
+
 class SnapshotReport(BaseModel):
     """What one :meth:`FileCustody.snapshot` recorded and what it had to read."""
 

@@ -30,6 +30,7 @@ import secrets
 import shutil
 import threading
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -275,6 +276,33 @@ class DeliveryState:
     def savepoints(self, delivery: str) -> list[SavepointInfo]:
         """The savepoint log, oldest first (a torn last line is skipped)."""
         return list(self._savepoint_log(delivery).items)
+
+    def rewrite_savepoints(self, delivery: str, kept: list[SavepointInfo]) -> None:
+        """Replace the savepoint log by one holding only ``kept`` (atomically, durably).
+
+        The new log starts with a fresh header, so every reader (this process's
+        index and any other's) sees a replaced file and reads it again.
+        """
+        lines = [log_header("savepoints")]
+        lines += [canonical_bytes(info.model_dump(mode="json")).decode("utf-8") for info in kept]
+        path = self.folder(delivery) / "savepoints.jsonl"
+        atomic_write(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+    def drop_manifests(self, delivery: str, kept: AbstractSet[str]) -> int:
+        """Delete every stored manifest whose savepoint is not in ``kept``; how many."""
+        folder = self.folder(delivery) / "manifests"
+        if not folder.is_dir():
+            return 0
+        wanted = {hex_of(savepoint) for savepoint in kept}
+        dropped = 0
+        for path in sorted(folder.iterdir()):
+            if path.name.startswith(".") or path.name in wanted:
+                continue
+            path.unlink(missing_ok=True)
+            dropped += 1
+        if dropped:
+            fsync_dir(folder)
+        return dropped
 
     def manifests(self, delivery: str) -> Iterator[bytes]:
         """Every stored manifest of the delivery (for blob reference counting)."""

@@ -24,6 +24,10 @@ _HEX = frozenset("0123456789abcdef")
 #: Threads writing a seed's files into the new workspace.
 _WRITE_THREADS = min(4, os.cpu_count() or 1)
 
+#: Bytes of a seed's new contents kept in memory between staging them and writing the
+#: workspace from them (beyond that, the workspace file is written from the staged blob).
+_RETAIN_BYTES = 64 << 20
+
 
 def copy_seed(
     seed: Path, target: Path, blobs: BlobStore, exclude: frozenset[str] = frozenset()
@@ -50,7 +54,7 @@ def copy_seed(
             ErrorCode.CUSTODY_SEED_INVALID, "the seed is not a directory", path=os.fspath(seed)
         )
     blobs.staging.mkdir(parents=True, exist_ok=True)
-    batch = blobs.batch()
+    batch = blobs.batch(retain=_RETAIN_BYTES)
     try:
         # Opened before anything is written: its flush reports every write-back error since.
         with Flusher([blobs.staging, target]) as flusher:
@@ -113,8 +117,14 @@ def _write_tree(
             raise ValueError(f"the staged symlink target of {entry.path} is corrupt")
         os.symlink(raw.decode("utf-8"), final)
 
+    def one(final: Path, entry: Entry) -> CacheRow:
+        data = batch.kept(entry.sha256)
+        if data is not None:
+            return _write_bytes(final, entry, data)
+        return _write_file(final, entry, batch.source(entry.sha256))
+
     def some(items: list[tuple[Path, Entry]]) -> list[tuple[str, CacheRow]]:
-        return [(e.path, _write_file(f, e, batch.source(e.sha256))) for f, e in items]
+        return [(e.path, one(f, e)) for f, e in items]
 
     if len(files) < 64:
         written = some(files)
@@ -125,6 +135,21 @@ def _write_tree(
         with ThreadPoolExecutor(max_workers=_WRITE_THREADS) as pool:
             written = [row for part in pool.map(some, slices) for row in part]
     return [final for final, _ in files], folders, dict(written)
+
+
+def _write_bytes(final: Path, entry: Entry, data: bytes) -> CacheRow:
+    """Write a content the scan kept in memory (the very bytes it hashed and staged)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(final, flags, 0o600)
+    try:
+        write_all(fd, data)
+        os.fchmod(fd, entry.mode)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if st.st_size != entry.size:
+        raise ValueError(f"the content of {entry.path} was not written whole")
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, entry.sha256)
 
 
 def _write_file(final: Path, entry: Entry, source: Path) -> CacheRow:

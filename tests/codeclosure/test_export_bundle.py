@@ -55,14 +55,16 @@ def _cli(real: RealProject, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _closed_goal(real: RealProject, aio: Any) -> tuple[str, dict[str, Any]]:
+def _closed_goal(
+    real: RealProject, aio: Any, patches: tuple[str, ...] = ("direct",)
+) -> tuple[str, dict[str, Any]]:
     goals = GoalRuntime(real.store)
     try:
         created = goals.create(
             objective="add() returns the sum",
             project=str(real.project),
             criteria=["tests/test_calc.py passes"],
-            worker=PatchWorker(patches=(real.patches["direct"],)),
+            worker=PatchWorker(patches=tuple(real.patches[p] for p in patches)),
             python=real.python,
         )
         view = aio(goals.start(created["goal"], 1))
@@ -188,3 +190,31 @@ def test_a_bundle_needs_an_output_file_and_an_accepted_goal(real, aio, tmp_path)
     assert refused.returncode == 1
     assert refused.stderr.startswith("execsys: GOAL_NOT_ACCEPTED at ")
     assert not bundle.exists()
+
+
+def _savepoints(real: RealProject, goal: str) -> list[str]:
+    goals = GoalRuntime(real.store)
+    try:
+        delivery = goals.goals.get(goal)["delivery"]
+        return [info.savepoint for info in goals._custody().savepoints(delivery)]
+    finally:
+        goals.close()
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_export_prunes_the_rejected_generations_unless_asked_to_keep_them(real, aio, keep):
+    goal, view = _closed_goal(real, aio, ("wrong", "right"))
+    assert view["generation"] == 2
+    before = _savepoints(real, goal)
+    assert len(before) == 3  # the base, the rejected candidate, the accepted one
+    flags = ["--keep-history"] if keep else []
+    done = _cli(real, "goal", "export", goal, "--json", *flags)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["workspace_released"] is True
+    assert report["savepoints_pruned"] == (0 if keep else 1)
+    assert _savepoints(real, goal) == (before if keep else [before[0], before[-1]])
+    # The base and the accepted tree are all an export needs: the same change again.
+    again = json.loads(_cli(real, "goal", "export", goal, "--json").stdout)
+    assert (again["patch"], again["savepoints_pruned"]) == (report["patch"], 0 if not keep else 1)
+    assert _cli(real, "goal", "audit", goal).returncode == 0

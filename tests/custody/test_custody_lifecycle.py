@@ -22,6 +22,7 @@ def test_exported_names() -> None:
     assert sorted(custody_package.__all__) == [
         "DEFAULT_EXCLUDED",
         "FileCustody",
+        "PruneReport",
         "SnapshotReport",
         "compare_heads",
         "protected_by",

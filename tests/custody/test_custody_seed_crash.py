@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from contracts import DeliveryId
-from execution_system.custody import FileCustody
+from execution_system.custody import FileCustody, _workspace
 from execution_system.custody._durable import SYNCFS_MIN
 
 DELIVERY = DeliveryId("seeded")
 CHILD = """
 import sys
-from execution_system.custody import FileCustody
+from execution_system.custody import FileCustody, _workspace
 FileCustody(sys.argv[1]).open(sys.argv[2], seed=sys.argv[3])
 """
 
@@ -119,3 +119,18 @@ def test_an_uninterrupted_seed_is_the_seed(tmp_path: Path) -> None:
     _, stderr = child.communicate(timeout=120)
     assert child.returncode == 0, stderr.decode()
     _assert_consistent(custody_root, seed, tmp_path)
+
+
+@pytest.mark.parametrize("budget", [0, 4000])
+def test_a_seed_beyond_the_memory_budget_is_written_from_the_staged_blobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    # Contents the scan kept in memory are written from there, the rest from the
+    # staged blobs: a budget of 0 or of a few files must give the same exact copy.
+    monkeypatch.setattr(_workspace, "_RETAIN_BYTES", budget)
+    seed = _seed(tmp_path, SYNCFS_MIN + 72)
+    custody = FileCustody(tmp_path / "custody")
+    head = custody.open(DELIVERY, seed=str(seed))
+    reference = FileCustody(tmp_path / "reference").open(DeliveryId("reference"), seed=str(seed))
+    assert head == reference
+    assert custody.snapshot(DELIVERY, full_verify=True).savepoint == reference

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from execution_system.codeclosure._python import candidate_env
+from execution_system.codeclosure._source import copy_source
 
 PLUGIN = "execsys_counts"
 _PR_SET_PDEATHSIG = 1
@@ -121,17 +122,18 @@ def run_check(
     *,
     timeout_s: float,
     extra: Sequence[str] = (),
-    digest: Any = None,
 ) -> Outcome:
     """Copy ``tree``, run ``argv`` (+ ``extra``) in the copy, return what happened.
+
+    ``observed`` is the source digest of the copy the check ran in, taken from
+    the bytes written into it (excluded folders such as ``.git/`` are not copied).
 
     Raises ``FileNotFoundError`` when the program does not exist and
     ``subprocess.TimeoutExpired`` at the deadline (the check is killed first).
     """
     with scratch(delivery) as folder:
         copy = folder / "candidate"
-        shutil.copytree(tree, copy, symlinks=True)
-        observed = digest(copy)[0] if digest is not None else ""
+        observed, _ = copy_source(tree, copy)
         env = candidate_env(copy)
         counts = folder / "counts.json"
         pytest_like = is_pytest(argv)

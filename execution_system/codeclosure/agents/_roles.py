@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from contracts import digest_of
-from execution_system.codeclosure._source import protected_digests, source_digest
+from execution_system.codeclosure._source import (
+    digest_entries,
+    protected_digests,
+    source_files,
+    stable_digest,
+)
 from execution_system.codeclosure.agents._agent import agent
 from execution_system.codeclosure.agents._checkrun import is_pytest, output_digest, run_check
 
@@ -28,8 +32,10 @@ def discovery(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
     ``baseline`` holds, per pytest check, the counts of a collection-only run on
     the base: a candidate's check may not select fewer tests than that.
     """
-    digest, files = source_digest(Path.cwd())
-    tops = sorted({p.split("/", 1)[0] for p in _files(Path.cwd())})
+    entries = source_files(Path.cwd())
+    digest, files = digest_entries(entries), len(entries)
+    # What the candidate's identity covers (excluded folders such as .git/ are not part of it).
+    tops = sorted({p.split("/", 1)[0] for p in entries})
     baseline: dict[str, Any] = {}
     for name, argv in (request["input"].get("checks") or {}).items():
         if not is_pytest(argv):
@@ -57,10 +63,6 @@ def discovery(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
     )
 
 
-def _files(root: Path) -> list[str]:
-    return [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
-
-
 def planner(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
     """Plan: every check is an obligation; the criteria become the plan's checklist."""
     data = request["input"]
@@ -74,15 +76,14 @@ def planner(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
 
 
 def freeze(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
-    """Compute the candidate digest twice across an observation window; it must not move.
+    """Compute the candidate digest, and again after an observation window; it must not move.
 
-    Also records the content digest of every protected file, which the
-    acceptance manifest binds.
+    The second look re-reads only the files whose stat rows moved (or were
+    too recent to trust), see :func:`stable_digest`. Also records the content
+    digest of every protected file, which the acceptance manifest binds.
     """
-    first, files = source_digest(Path.cwd())
-    time.sleep(OBSERVATION_WINDOW_S)
-    second, _ = source_digest(Path.cwd())
-    if first != second:
+    first, files = stable_digest(Path.cwd(), OBSERVATION_WINDOW_S)
+    if first is None:
         return {"status": "failed", "reason": "source-changed-during-freeze"}
     patterns = tuple((request.get("input") or {}).get("protected") or ())
     return _done(frozen=first, files=files, protected=protected_digests(Path.cwd(), patterns))
@@ -95,9 +96,7 @@ def check(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
     argv = list(data["checks"][name])
     spec = digest_of({"check": name, "argv": argv})
     try:
-        ran = run_check(
-            argv, Path.cwd(), request["delivery"], timeout_s=CHECK_TIMEOUT_S, digest=source_digest
-        )
+        ran = run_check(argv, Path.cwd(), request["delivery"], timeout_s=CHECK_TIMEOUT_S)
     except FileNotFoundError:
         return {"status": "failed", "reason": "check-cannot-start"}
     except subprocess.TimeoutExpired:
