@@ -12,8 +12,10 @@ chain of ``--steps`` trivial nodes (or, for DBOS, a workflow of as many steps):
 * ``host``: the Workflow Host on the PostgreSQL store (``--store`` URL), a delivery of a loop
   node run ``--steps`` times (a trivial in-process executor, in-memory custody): each step is
   validated, journaled and committed with its checkpoint, fencing check included.
-* ``dbos``: a DBOS workflow of ``--steps`` ``@DBOS.step`` calls, its system tables in the
-  same database (schema ``dbos``).
+* ``dbos``: a DBOS workflow of ``--steps`` ``@DBOS.step`` calls, its system tables in a
+  database of its own on the same server (``--dbos-store``; by default the ``--store``
+  database's name plus ``_dbos``, created if missing). Without DBOS installed the bench
+  prints ``DBOS: not installed`` and goes on.
 
 Also measured: bytes stored per 1,000 steps at two sizes (linear growth means the same
 figure at both) and the time from a lease's expiry to a stale writer being fenced.
@@ -36,12 +38,14 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, TypedDict
+from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
+from psycopg import sql
 from psycopg.rows import dict_row
 
 from runner import migrate_postgres
@@ -156,11 +160,28 @@ def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, A
     return row("host", deliveries, steps, wall, cpu, timer.latencies)
 
 
-def run_dbos(url: str, deliveries: int, steps: int) -> dict[str, Any] | None:
+def dbos_url(url: str) -> str:
+    """The DBOS side's database: the store's server, the store's database name plus ``_dbos``."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_dbos"))
+
+
+def ensure_database(url: str, admin_url: str) -> None:
+    """Create the database ``url`` names (through a connection to ``admin_url``) if missing."""
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if found is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def run_dbos(url: str, admin_url: str, deliveries: int, steps: int) -> dict[str, Any] | None:
+    """The DBOS row, its system tables in the database ``url`` names; None without DBOS."""
     try:
         from dbos import DBOS
     except ImportError:
         return None
+    ensure_database(url, admin_url)
     latencies: list[float] = []
 
     @DBOS.step()
@@ -225,6 +246,9 @@ def main() -> None:
     parser.add_argument("--deliveries", type=int, default=100)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--no-dbos", action="store_true")
+    parser.add_argument(
+        "--dbos-store", help="the DBOS side's database (default: the --store name + '_dbos')"
+    )
     parser.add_argument("--fleet-processes", default="1,2,4")
     parser.add_argument("--fleet-deliveries", type=int, default=30)
     parser.add_argument("--fleet-concurrency", type=int, default=1)
@@ -257,14 +281,19 @@ def main() -> None:
             (n * steps, half - before),
             (2 * n * steps, table_bytes(url, "public.%") - before),
         ]
+    dbos_note = None
     if not args.no_dbos and not args.fleet_only:
-        got = run_dbos(url, n, steps)
-        if got is not None:
+        got = run_dbos(args.dbos_store or dbos_url(url), url, n, steps)
+        if got is None:
+            dbos_note = "DBOS: not installed (.venv/bin/pip install -e '.[bench]')"
+        else:
             rows.append(got)
     where = f"PostgreSQL at {url.split('@')[-1]}, {os.cpu_count()} cores"
     if rows:
         print(f"{n} deliveries x {steps} steps each, one process, {where}")
         _table(rows)
+        if dbos_note:
+            print(dbos_note)
         _peer_ratios({r["system"]: r for r in rows})
         _sizes(sizes)
         delays = fence_delay(url, 0.2, 20, folder)
