@@ -37,10 +37,12 @@ from host.storage.postgres._tx import (
     listed,
 )
 
-# The pool logs a warning when it discards a connection the server closed; the
-# failure itself reaches the user as one catalogued error line, so the log stays quiet.
-logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-logging.getLogger("psycopg.pool").propagate = False
+# The pool logs a warning when it discards a connection the server closed, and a
+# pipeline one when it ends on a lost connection (a step's commit); the failure
+# itself reaches the user as one catalogued error line, so those logs stay quiet.
+for _name in ("psycopg", "psycopg.pool"):
+    logging.getLogger(_name).addHandler(logging.NullHandler())
+    logging.getLogger(_name).propagate = False
 
 POOL_SIZE = 8
 """Connections per process at most (one per delivery driven at once, plus reads)."""
