@@ -17,6 +17,9 @@ chain of ``--steps`` trivial nodes (or, for DBOS, a workflow of as many steps):
   database's name plus ``_dbos``, created if missing). Without DBOS installed the bench
   prints ``DBOS: not installed`` and goes on.
 
+``stmts/step`` counts the SQL statements each side sends through psycopg per step (each row
+of an ``executemany`` counts as one; in a pipeline several travel in one round trip).
+
 Also measured: bytes stored per 1,000 steps at two sizes (linear growth means the same
 figure at both) and the time from a lease's expiry to a stale writer being fenced.
 
@@ -87,8 +90,44 @@ class Timed:
         saver.aput = aput
 
 
+class Statements:
+    """Counts the SQL statements this process sends through psycopg (a row of executemany: one).
+
+    Patched onto psycopg's cursors for the whole run; each row reads the count
+    over its own measured span (``statements/step``). DBOS goes through
+    SQLAlchemy on psycopg, so its statements are counted the same way.
+    """
+
+    sent = 0
+
+    @classmethod
+    def install(cls) -> None:
+        for klass in (psycopg.Cursor, psycopg.AsyncCursor):
+            execute, executemany = klass.execute, klass.executemany
+
+            def counted(self: Any, *a: Any, _call: Any = execute, **k: Any) -> Any:
+                cls.sent += 1
+                return _call(self, *a, **k)
+
+            def counted_many(
+                self: Any, query: Any, params: Any, *a: Any, _call: Any = executemany, **k: Any
+            ) -> Any:
+                params = list(params)
+                cls.sent += len(params)
+                return _call(self, query, params, *a, **k)
+
+            klass.execute = counted  # type: ignore[method-assign]
+            klass.executemany = counted_many  # type: ignore[method-assign]
+
+
 def row(
-    name: str, deliveries: int, steps: int, wall: float, cpu: float, lat: list[float]
+    name: str,
+    deliveries: int,
+    steps: int,
+    wall: float,
+    cpu: float,
+    lat: list[float],
+    statements: int | None = None,
 ) -> dict[str, Any]:
     lat_ms = sorted(x * 1000 for x in lat) or [0.0]
     return {
@@ -99,6 +138,7 @@ def row(
         "p50 commit ms": statistics.median(lat_ms),
         "p99 commit ms": lat_ms[min(len(lat_ms) - 1, int(len(lat_ms) * 0.99))],
         "cpu %": 100 * cpu / wall,
+        "stmts/step": (statements or 0) / (deliveries * steps),
     }
 
 
@@ -118,12 +158,13 @@ async def run_raw(url: str, deliveries: int, steps: int, tag: str) -> dict[str, 
         saver = AsyncPostgresSaver(conn)
         timer = Timed(saver)
         graph = chain(steps, saver)
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0, s0 = time.process_time(), time.perf_counter(), Statements.sent
         for d in range(deliveries):
             cfg: Any = {"configurable": {"thread_id": f"raw-{tag}-{d}"}}
             await graph.ainvoke({"n": 0}, cfg, durability="sync")
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return row("raw-langgraph", deliveries, steps, wall, cpu, timer.latencies)
+    sent = Statements.sent - s0
+    return row("raw-langgraph", deliveries, steps, wall, cpu, timer.latencies, sent)
 
 
 def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, Any]:
@@ -153,11 +194,13 @@ def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, A
             assert report.status == "completed", report
         return time.perf_counter() - t0, time.process_time() - c0
 
+    s0 = Statements.sent
     try:
         wall, cpu = asyncio.run(drive())
     finally:
         runner.close()
-    return row("host", deliveries, steps, wall, cpu, timer.latencies)
+    sent = Statements.sent - s0
+    return row("host", deliveries, steps, wall, cpu, timer.latencies, sent)
 
 
 def dbos_url(url: str) -> str:
@@ -202,13 +245,14 @@ def run_dbos(url: str, admin_url: str, deliveries: int, steps: int) -> dict[str,
     try:
         workflow()  # warm-up: first-call costs are not per-step costs
         latencies.clear()
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0, s0 = time.process_time(), time.perf_counter(), Statements.sent
         for _ in range(deliveries):
             assert workflow() == steps
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        sent = Statements.sent - s0
     finally:
         DBOS.destroy()
-    return row("dbos", deliveries, steps, wall, cpu, latencies)
+    return row("dbos", deliveries, steps, wall, cpu, latencies, sent)
 
 
 def fence_delay(url: str, ttl: float, rounds: int, folder: Path) -> list[float]:
@@ -259,6 +303,7 @@ def main() -> None:
         parser.error("--store postgresql://... (or EXECSYS_BENCH_POSTGRES) is required")
     url = args.store
     migrate_postgres(url)
+    Statements.install()
     n, steps = args.deliveries, args.steps
     rows: list[dict[str, Any]] = []
     sizes: dict[str, list[tuple[int, int]]] = {}
