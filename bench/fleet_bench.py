@@ -12,8 +12,13 @@ chain of ``--steps`` trivial nodes (or, for DBOS, a workflow of as many steps):
 * ``host``: the Workflow Host on the PostgreSQL store (``--store`` URL), a delivery of a loop
   node run ``--steps`` times (a trivial in-process executor, in-memory custody): each step is
   validated, journaled and committed with its checkpoint, fencing check included.
-* ``dbos``: a DBOS workflow of ``--steps`` ``@DBOS.step`` calls, its system tables in the
-  same database (schema ``dbos``).
+* ``dbos``: a DBOS workflow of ``--steps`` ``@DBOS.step`` calls, its system tables in a
+  database of its own on the same server (``--dbos-store``; by default the ``--store``
+  database's name plus ``_dbos``, created if missing). Without DBOS installed the bench
+  prints ``DBOS: not installed`` and goes on.
+
+``stmts/step`` counts the SQL statements each side sends through psycopg per step (each row
+of an ``executemany`` counts as one; in a pipeline several travel in one round trip).
 
 Also measured: bytes stored per 1,000 steps at two sizes (linear growth means the same
 figure at both) and the time from a lease's expiry to a stale writer being fenced.
@@ -36,12 +41,14 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, TypedDict
+from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
+from psycopg import sql
 from psycopg.rows import dict_row
 
 from runner import migrate_postgres
@@ -83,8 +90,44 @@ class Timed:
         saver.aput = aput
 
 
+class Statements:
+    """Counts the SQL statements this process sends through psycopg (a row of executemany: one).
+
+    Patched onto psycopg's cursors for the whole run; each row reads the count
+    over its own measured span (``statements/step``). DBOS goes through
+    SQLAlchemy on psycopg, so its statements are counted the same way.
+    """
+
+    sent = 0
+
+    @classmethod
+    def install(cls) -> None:
+        for klass in (psycopg.Cursor, psycopg.AsyncCursor):
+            execute, executemany = klass.execute, klass.executemany
+
+            def counted(self: Any, *a: Any, _call: Any = execute, **k: Any) -> Any:
+                cls.sent += 1
+                return _call(self, *a, **k)
+
+            def counted_many(
+                self: Any, query: Any, params: Any, *a: Any, _call: Any = executemany, **k: Any
+            ) -> Any:
+                params = list(params)
+                cls.sent += len(params)
+                return _call(self, query, params, *a, **k)
+
+            klass.execute = counted  # type: ignore[method-assign]
+            klass.executemany = counted_many  # type: ignore[method-assign]
+
+
 def row(
-    name: str, deliveries: int, steps: int, wall: float, cpu: float, lat: list[float]
+    name: str,
+    deliveries: int,
+    steps: int,
+    wall: float,
+    cpu: float,
+    lat: list[float],
+    statements: int | None = None,
 ) -> dict[str, Any]:
     lat_ms = sorted(x * 1000 for x in lat) or [0.0]
     return {
@@ -95,6 +138,7 @@ def row(
         "p50 commit ms": statistics.median(lat_ms),
         "p99 commit ms": lat_ms[min(len(lat_ms) - 1, int(len(lat_ms) * 0.99))],
         "cpu %": 100 * cpu / wall,
+        "stmts/step": (statements or 0) / (deliveries * steps),
     }
 
 
@@ -114,12 +158,13 @@ async def run_raw(url: str, deliveries: int, steps: int, tag: str) -> dict[str, 
         saver = AsyncPostgresSaver(conn)
         timer = Timed(saver)
         graph = chain(steps, saver)
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0, s0 = time.process_time(), time.perf_counter(), Statements.sent
         for d in range(deliveries):
             cfg: Any = {"configurable": {"thread_id": f"raw-{tag}-{d}"}}
             await graph.ainvoke({"n": 0}, cfg, durability="sync")
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return row("raw-langgraph", deliveries, steps, wall, cpu, timer.latencies)
+    sent = Statements.sent - s0
+    return row("raw-langgraph", deliveries, steps, wall, cpu, timer.latencies, sent)
 
 
 def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, Any]:
@@ -149,18 +194,37 @@ def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, A
             assert report.status == "completed", report
         return time.perf_counter() - t0, time.process_time() - c0
 
+    s0 = Statements.sent
     try:
         wall, cpu = asyncio.run(drive())
     finally:
         runner.close()
-    return row("host", deliveries, steps, wall, cpu, timer.latencies)
+    sent = Statements.sent - s0
+    return row("host", deliveries, steps, wall, cpu, timer.latencies, sent)
 
 
-def run_dbos(url: str, deliveries: int, steps: int) -> dict[str, Any] | None:
+def dbos_url(url: str) -> str:
+    """The DBOS side's database: the store's server, the store's database name plus ``_dbos``."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_dbos"))
+
+
+def ensure_database(url: str, admin_url: str) -> None:
+    """Create the database ``url`` names (through a connection to ``admin_url``) if missing."""
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if found is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def run_dbos(url: str, admin_url: str, deliveries: int, steps: int) -> dict[str, Any] | None:
+    """The DBOS row, its system tables in the database ``url`` names; None without DBOS."""
     try:
         from dbos import DBOS
     except ImportError:
         return None
+    ensure_database(url, admin_url)
     latencies: list[float] = []
 
     @DBOS.step()
@@ -181,13 +245,14 @@ def run_dbos(url: str, deliveries: int, steps: int) -> dict[str, Any] | None:
     try:
         workflow()  # warm-up: first-call costs are not per-step costs
         latencies.clear()
-        c0, t0 = time.process_time(), time.perf_counter()
+        c0, t0, s0 = time.process_time(), time.perf_counter(), Statements.sent
         for _ in range(deliveries):
             assert workflow() == steps
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        sent = Statements.sent - s0
     finally:
         DBOS.destroy()
-    return row("dbos", deliveries, steps, wall, cpu, latencies)
+    return row("dbos", deliveries, steps, wall, cpu, latencies, sent)
 
 
 def fence_delay(url: str, ttl: float, rounds: int, folder: Path) -> list[float]:
@@ -225,6 +290,9 @@ def main() -> None:
     parser.add_argument("--deliveries", type=int, default=100)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--no-dbos", action="store_true")
+    parser.add_argument(
+        "--dbos-store", help="the DBOS side's database (default: the --store name + '_dbos')"
+    )
     parser.add_argument("--fleet-processes", default="1,2,4")
     parser.add_argument("--fleet-deliveries", type=int, default=30)
     parser.add_argument("--fleet-concurrency", type=int, default=1)
@@ -235,6 +303,7 @@ def main() -> None:
         parser.error("--store postgresql://... (or EXECSYS_BENCH_POSTGRES) is required")
     url = args.store
     migrate_postgres(url)
+    Statements.install()
     n, steps = args.deliveries, args.steps
     rows: list[dict[str, Any]] = []
     sizes: dict[str, list[tuple[int, int]]] = {}
@@ -257,14 +326,19 @@ def main() -> None:
             (n * steps, half - before),
             (2 * n * steps, table_bytes(url, "public.%") - before),
         ]
+    dbos_note = None
     if not args.no_dbos and not args.fleet_only:
-        got = run_dbos(url, n, steps)
-        if got is not None:
+        got = run_dbos(args.dbos_store or dbos_url(url), url, n, steps)
+        if got is None:
+            dbos_note = "DBOS: not installed (.venv/bin/pip install -e '.[bench]')"
+        else:
             rows.append(got)
     where = f"PostgreSQL at {url.split('@')[-1]}, {os.cpu_count()} cores"
     if rows:
         print(f"{n} deliveries x {steps} steps each, one process, {where}")
         _table(rows)
+        if dbos_note:
+            print(dbos_note)
         _peer_ratios({r["system"]: r for r in rows})
         _sizes(sizes)
         delays = fence_delay(url, 0.2, 20, folder)

@@ -9,6 +9,7 @@ writes the resulting lines with the same cursor as the checkpoint.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -65,6 +66,11 @@ class JournalBook:
     the :attr:`IDLE` most recently used are kept (a long-lived runner would
     otherwise hold every journal it ever wrote). A dropped journal is rehydrated
     from the store, all rules replayed, the next time it is needed.
+
+    The book's tables are guarded by a lock: on PostgreSQL the checkpointer
+    commits in worker threads, several deliveries at once, while the event
+    loop's thread starts and ends runs. One delivery's journal is appended by
+    one commit at a time (LangGraph chains a thread's checkpoint writes).
     """
 
     #: How many journals of deliveries no run is driving stay cached.
@@ -75,31 +81,37 @@ class JournalBook:
         self._journals: OrderedDict[str, Journal] = OrderedDict()
         self._deliveries: dict[str, AdmittedDelivery] = {}
         self._driving: set[str] = set()
+        self._lock = threading.Lock()
 
     def register(self, delivery: AdmittedDelivery) -> None:
         """Make a delivery's policy known (needed to open or rehydrate its journal)."""
-        self._deliveries[delivery.delivery_id] = delivery
+        with self._lock:
+            self._deliveries[delivery.delivery_id] = delivery
 
     def drive(self, delivery: AdmittedDelivery) -> None:
         """A run starts driving ``delivery``: keep its journal cached until :meth:`release`."""
-        self.register(delivery)
-        self._driving.add(delivery.delivery_id)
+        with self._lock:
+            self._deliveries[delivery.delivery_id] = delivery
+            self._driving.add(delivery.delivery_id)
 
     def release(self, delivery_id: str) -> None:
         """The run driving ``delivery_id`` ended; its journal may now be dropped."""
-        self._driving.discard(delivery_id)
-        self._trim()
+        with self._lock:
+            self._driving.discard(delivery_id)
+            self._trim()
 
     def cached(self) -> list[str]:
         """Deliveries whose journal is cached, least recently used first."""
-        return list(self._journals)
+        with self._lock:
+            return list(self._journals)
 
     def _keep(self, delivery_id: str, journal: Journal) -> None:
-        self._journals[delivery_id] = journal
-        self._journals.move_to_end(delivery_id)
-        self._trim()
+        with self._lock:
+            self._journals[delivery_id] = journal
+            self._journals.move_to_end(delivery_id)
+            self._trim()
 
-    def _trim(self) -> None:
+    def _trim(self) -> None:  # the caller holds the lock
         idle = [d for d in self._journals if d not in self._driving]
         for delivery_id in idle[: max(0, len(idle) - self.IDLE)]:
             del self._journals[delivery_id]
@@ -116,10 +128,11 @@ class JournalBook:
 
     def journal(self, delivery_id: str, tx: StorageTx | None = None) -> Journal:
         """The delivery's journal, rehydrated from the store on first use."""
-        journal = self._journals.get(delivery_id)
-        if journal is not None:
-            self._journals.move_to_end(delivery_id)
-        else:
+        with self._lock:
+            journal = self._journals.get(delivery_id)
+            if journal is not None:
+                self._journals.move_to_end(delivery_id)
+        if journal is None:
             if tx is not None:
                 lines = tx.journal_lines(delivery_id)
             else:
@@ -129,14 +142,16 @@ class JournalBook:
             events = [r for r in records[1:] if isinstance(r, JournalEvent)]
             assert isinstance(header, JournalHeader)
             assert len(events) == len(records) - 1
-            authority = self._deliveries[delivery_id].authority
+            with self._lock:
+                authority = self._deliveries[delivery_id].authority
             journal = Journal.rehydrate(header, events, authority)
             self._keep(delivery_id, journal)
         return journal
 
     def forget(self, delivery_id: str) -> None:
         """Drop the cached journal (after a rolled-back transaction)."""
-        self._journals.pop(delivery_id, None)
+        with self._lock:
+            self._journals.pop(delivery_id, None)
 
     def append(
         self, tx: StorageTx, delivery_id: str, drafts: Sequence[EventItem | InvalidateItem]

@@ -1,12 +1,12 @@
 """Checkpointers whose async methods call their synchronous ones.
 
 The stock SqliteSaver has no async methods (they raise NotImplementedError).
-Each operation of the Host's savers is one short transaction, serialized on
-one connection (SQLite) or taken from a pool (PostgreSQL), so the async twins
-call the sync methods directly instead of hopping to a thread. ``SyncTwins``
-is mixed into both Host savers; the Host's SQLite saver and the benchmarks'
-raw baseline both use ``SyncBackedSaver``, so the two are compared on exactly
-the same delegation.
+Each operation of the Host's SQLite saver is one short transaction, serialized
+on one connection, so the async twins call the sync methods directly instead
+of hopping to a thread. The Host's SQLite saver and the benchmarks' raw
+baseline both use ``SyncBackedSaver``, so the two are compared on exactly the
+same delegation. (The PostgreSQL saver runs its commits in worker threads
+instead, several deliveries' at once: ``host/langgraph/_pg_saver.py``.)
 """
 
 from __future__ import annotations

@@ -20,8 +20,12 @@ blobs, and the ``_DeltaSnapshot`` marker type.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import asyncio
+import contextlib
+import contextvars
+import functools
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 from langchain_core.runnables import RunnableConfig
@@ -30,6 +34,7 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -41,8 +46,31 @@ from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
 from host._step_rows import StatusDeriver, write_step_rows
-from host.langgraph._async_saver import SyncTwins
 from host.storage.postgres import PostgresStorage
+
+_T = TypeVar("_T")
+
+
+async def off_loop(call: Callable[..., _T], *args: Any) -> _T:
+    """Run ``call(*args)`` in a worker thread; a cancellation waits for it to end.
+
+    The store call blocks on the server's round trips; in a worker thread the
+    event loop drives other deliveries meanwhile. A cancelled caller (a lost
+    lease stops a run) still waits for the call to commit or roll back, exactly
+    as when the call ran on the loop's thread: whoever cleans up after the
+    cancellation (forgetting a cached journal) comes after the write, never
+    during it. A write in flight after a takeover is fenced by the token.
+    """
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    future = loop.run_in_executor(None, functools.partial(context.run, call, *args))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        while not future.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([future])
+        raise
 
 
 def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:
@@ -73,15 +101,16 @@ def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:
         conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version,))
 
 
-class PgHostSaver(SyncTwins, PostgresSaver):
+class PgHostSaver(PostgresSaver):
     """The Host's checkpointer on PostgreSQL: LangGraph's PostgresSaver plus the Host's rows.
 
     ``put`` writes, in ONE transaction of the storage port on one pooled
     connection: the fencing check (the lease row ``FOR SHARE``), the checkpoint's
     blobs and row exactly as the stock saver stores them, and the Host's rows of
     the step (:func:`host._step_rows.write_step_rows`). Reads are the stock
-    saver's, on the same pool. Async methods call the synchronous ones, as the
-    SQLite saver's do: each is one short transaction.
+    saver's, on the same pool. Async methods run the synchronous ones in a
+    worker thread (:func:`off_loop`), so a runner's ``--concurrency`` deliveries
+    overlap their commits' round trips instead of queuing on the event loop.
     """
 
     def __init__(
@@ -96,6 +125,50 @@ class PgHostSaver(SyncTwins, PostgresSaver):
 
     def setup(self) -> None:
         """Nothing: the store's migrations created the checkpoint tables."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async twin of get_tuple (in a worker thread)."""
+        return await off_loop(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async twin of list (materialized in a worker thread, then yielded)."""
+
+        def listed() -> list[CheckpointTuple]:
+            return list(self.list(config, filter=filter, before=before, limit=limit))
+
+        for item in await off_loop(listed):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of put (in a worker thread)."""
+        return await off_loop(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async twin of put_writes (in a worker thread)."""
+        await off_loop(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async twin of delete_thread (in a worker thread)."""
+        await off_loop(self.delete_thread, thread_id)
 
     def put(
         self,
@@ -125,29 +198,35 @@ class PgHostSaver(SyncTwins, PostgresSaver):
         more = metadata.get("source") == "input" or any(
             str(ch).startswith("branch:to:") for ch in values
         )
-        with self.store.transaction() as tx:
-            host_check_token(tx, thread_id, self.tokens.get(thread_id))
-            tx.put_checkpoint(
-                thread_id,
-                checkpoint_ns,
-                checkpoint["id"],
-                configurable.get("checkpoint_id"),
-                dict(copy),
-                dict(get_serializable_checkpoint_metadata(config, metadata)),
-                rows,
-            )
-            if checkpoint_ns == "":
-                write_step_rows(
-                    tx,
-                    self.journals,
-                    self.derive_status,
+        try:
+            with self.store.step_transaction() as tx:
+                host_check_token(tx, thread_id, self.tokens.get(thread_id))
+                tx.put_checkpoint(
                     thread_id,
+                    checkpoint_ns,
                     checkpoint["id"],
-                    values,
-                    outbox,
-                    more,
+                    configurable.get("checkpoint_id"),
+                    dict(copy),
+                    dict(get_serializable_checkpoint_metadata(config, metadata)),
+                    rows,
                 )
-            _faults.boundary("put", "before")
+                if checkpoint_ns == "":
+                    write_step_rows(
+                        tx,
+                        self.journals,
+                        self.derive_status,
+                        thread_id,
+                        checkpoint["id"],
+                        values,
+                        outbox,
+                        more,
+                    )
+                _faults.boundary("put", "before")
+        except BaseException:
+            # Pipelined statements fail at the COMMIT, after the journal was appended
+            # in memory: drop it, so it is read again from what the store kept.
+            self.journals.forget(thread_id)
+            raise
         _faults.boundary("put", "after")
         return {
             "configurable": {

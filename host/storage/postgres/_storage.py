@@ -37,10 +37,12 @@ from host.storage.postgres._tx import (
     listed,
 )
 
-# The pool logs a warning when it discards a connection the server closed; the
-# failure itself reaches the user as one catalogued error line, so the log stays quiet.
-logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-logging.getLogger("psycopg.pool").propagate = False
+# The pool logs a warning when it discards a connection the server closed, and a
+# pipeline one when it ends on a lost connection (a step's commit); the failure
+# itself reaches the user as one catalogued error line, so those logs stay quiet.
+for _name in ("psycopg", "psycopg.pool"):
+    logging.getLogger(_name).addHandler(logging.NullHandler())
+    logging.getLogger(_name).propagate = False
 
 POOL_SIZE = 8
 """Connections per process at most (one per delivery driven at once, plus reads)."""
@@ -115,6 +117,27 @@ class PostgresStorage(PostgresGoalReads):
     def transaction(self) -> Iterator[PostgresTx]:
         """One write transaction on one pooled connection; rolled back if the body raises."""
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield PostgresTx(cur)
+
+    @contextmanager
+    def step_transaction(self) -> Iterator[PostgresTx]:
+        """A write transaction whose statements go to the server as a pipeline.
+
+        For a step's commit (the checkpointer's ``put``): statements whose result
+        nobody reads are sent without waiting for the previous one, so BEGIN and
+        the fencing read travel together, and every write after it travels with
+        the COMMIT: two round trips in all instead of one per statement. A
+        statement that fails (a taken journal ordinal, a lost connection) fails
+        the whole transaction at the COMMIT, which rolls back everything.
+        Statements whose result is read (``fetchone``) still work: the pipeline
+        waits for them. Not for transactions that read ``rowcount``.
+        """
+        with (
+            self.pool.connection() as conn,
+            conn.pipeline(),
+            conn.transaction(),
+            conn.cursor() as cur,
+        ):
             yield PostgresTx(cur)
 
     @contextmanager

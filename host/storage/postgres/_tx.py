@@ -1,9 +1,11 @@
 """A write transaction of the PostgreSQL backend: every statement the Host writes with.
 
 The statements that write LangGraph's checkpoint tables (``put_checkpoint``,
-``put_writes``) are the ones langgraph-checkpoint-postgres 3.2 runs, kept here
-so the checkpointer adds no SQL of its own and they run in the port's
-transaction.
+``put_writes``) write the rows langgraph-checkpoint-postgres 3.2 writes, with
+its conflict rules, kept here so the checkpointer adds no SQL of its own and
+they run in the port's transaction. Multi-row writes (a checkpoint's blobs, a
+step's journal lines) are one ``INSERT ... SELECT FROM unnest(arrays)`` each
+rather than one statement per row: a step's commit sends fewer statements.
 """
 
 from __future__ import annotations
@@ -32,9 +34,15 @@ HEAD_SQL = (
 )
 _BLOBS_SQL = (
     "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
-    "VALUES (%s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+    "%s::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
 )
+"""The library's blob upsert, a checkpoint's blobs in one statement (one array per column)."""
+_JOURNAL_SQL = (
+    "INSERT INTO execsys_journal (delivery, ordinal, digest, line) "
+    "SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::bytea[])"
+)
+"""A step's journal lines in one statement (arrays of ordinals, digests and lines)."""
 _CHECKPOINT_SQL = (
     "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
     "checkpoint, metadata) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -195,11 +203,10 @@ class PostgresTx(PostgresGoalWrites):
         return (None, 0) if row is None else (str(row["digest"]), int(row["ordinal"]))
 
     def append_journal(self, delivery: str, rows: Iterable[tuple[int, str, bytes]]) -> None:
-        """Append journal lines (the primary key refuses a taken ordinal)."""
-        self.cur.executemany(
-            "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES (%s, %s, %s, %s)",
-            [(delivery, *row) for row in rows],
-        )
+        """Append journal lines in one statement (the primary key refuses a taken ordinal)."""
+        ordinals, digests, lines = _columns(rows, 3)
+        if ordinals:
+            self.cur.execute(_JOURNAL_SQL, (delivery, ordinals, digests, lines))
 
     def index_checkpoint(
         self, delivery: str, checkpoint: str, savepoint: str | None, events: int
@@ -231,7 +238,7 @@ class PostgresTx(PostgresGoalWrites):
         channels, stored as JSONB like ``metadata``.
         """
         if blobs:
-            self.cur.executemany(_BLOBS_SQL, blobs)
+            self.cur.execute(_BLOBS_SQL, _columns(blobs, 6))
         self.cur.execute(
             _CHECKPOINT_SQL,
             (
@@ -293,6 +300,15 @@ class PostgresTx(PostgresGoalWrites):
             "WHERE delivery = %s",
             (outcome, time.time(), delivery),
         )
+
+
+def _columns(rows: Iterable[Sequence[Any]], width: int) -> list[list[Any]]:
+    """Rows turned into ``width`` column lists (the arrays a multi-row ``unnest`` insert takes)."""
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    for row in rows:
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    return columns
 
 
 def _lease(row: DictRow | None) -> LeaseRow | None:

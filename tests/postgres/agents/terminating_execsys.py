@@ -2,8 +2,10 @@
 
 With ``EXECSYS_TEST_TERMINATE_AT=N``, just before the Nth checkpoint transaction of a
 ``run`` command commits, another connection calls ``pg_terminate_backend`` on the
-server process of every other session of this database that is idle inside a
-transaction: this process's open step transaction. Other commands run unchanged.
+server process of every other session of this database that is inside a
+transaction: this process's open step transaction (idle in it, or, since the step's
+statements are pipelined, still reported active until the COMMIT's sync). Other
+commands run unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def _boundary(kind: str, phase: str) -> None:
                 other.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                    "AND state = 'idle in transaction'"
+                    "AND xact_start IS NOT NULL"
                 )
     _stock(kind, phase)
 

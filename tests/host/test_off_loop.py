@@ -1,0 +1,75 @@
+"""The PostgreSQL saver's commits run off the event loop, and a cancellation waits for them.
+
+A lost lease cancels the run of its delivery; the cleanup after that
+cancellation (forgetting the cached journal) must come after a commit in
+flight, never while its worker thread still appends to that journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from host.langgraph._pg_saver import off_loop
+
+
+def test_the_loop_runs_other_work_while_the_call_blocks() -> None:
+    release = threading.Event()
+
+    async def scenario() -> list[str]:
+        seen: list[str] = []
+
+        def blocking() -> str:
+            release.wait(30)
+            seen.append("call")
+            return "done"
+
+        async def other() -> None:
+            seen.append("other")
+            release.set()
+
+        got, _ = await asyncio.gather(off_loop(blocking), other())
+        assert got == "done"
+        return seen
+
+    # Run on the loop's thread, ``other`` could only start after the call ended.
+    assert asyncio.run(scenario()) == ["other", "call"]
+
+
+def test_a_cancelled_caller_returns_only_after_the_call_ended() -> None:
+    started, release = threading.Event(), threading.Event()
+    finished: list[int] = []
+
+    def blocking() -> int:
+        started.set()
+        release.wait(30)
+        finished.append(1)
+        return 1
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(off_loop(blocking))
+        await asyncio.to_thread(started.wait, 30)
+        task.cancel()
+        for _ in range(20):  # give the cancellation every chance to finish early
+            await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()  # a second cancellation does not end the wait either
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not task.done()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert finished == [1]
+
+    asyncio.run(scenario())
+
+
+def test_the_call_s_error_reaches_the_caller() -> None:
+    def failing() -> None:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        asyncio.run(off_loop(failing))
