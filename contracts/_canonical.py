@@ -1,11 +1,16 @@
 """Canonical JSON (RFC 8785) and the SHA-256 digests built on it.
 
 RFC 8785 fixes key order (UTF-16 code units), number formatting and string
-escapes. For values without floats, whose member names are ASCII and whose
-integers fit an IEEE double exactly, orjson's compact key-sorted output is
-byte-identical to it (``tests/test_canonical.py`` checks this property), and
-about twenty times faster than the reference encoder; everything else goes
-through the reference ``rfc8785`` encoder.
+escapes. For values whose member names are ASCII, whose integers fit an IEEE
+double exactly and whose floats are non-integral with a magnitude in
+[1e-4, 1e16), orjson's compact key-sorted output is byte-identical to it
+(``tests/test_canonical.py`` checks this property), and about twenty times
+faster than the reference encoder; everything else goes through the
+reference ``rfc8785`` encoder. In that float range both print the shortest
+round-trip digits without an exponent; an integral float prints differently
+(``5.0`` against ``5``). The range is narrower than where the two were seen to
+agree, so that no exponent form is involved. A timestamp such as a
+capability's expiry is such a float.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ _MAX_EXACT = 2**53 - 1
 MAX_EXACT_INTEGER = _MAX_EXACT
 """Largest integer magnitude RFC 8785 (IEEE doubles) represents exactly."""
 _SORTED = orjson.OPT_SORT_KEYS
+_FLOAT_LOW, _FLOAT_HIGH = 1e-4, 1e16
+"""Magnitudes whose non-integral floats print alike in orjson and RFC 8785."""
 
 
 def _fast_path_applies(value: Any) -> bool:
@@ -46,7 +53,11 @@ def _fast_path_applies(value: Any) -> bool:
         if kind is list or kind is tuple:
             stack.extend(current)
             continue
-        return False  # floats and anything else: the reference encoder decides
+        if kind is float and _FLOAT_LOW <= abs(current) < _FLOAT_HIGH:
+            if current.is_integer():
+                return False
+            continue
+        return False  # other floats and anything else: the reference encoder decides
     return True
 
 

@@ -39,3 +39,18 @@ def test_fast_and_reference_encoders_agree(value: Any) -> None:
 def test_non_ascii_member_names_keep_utf16_order() -> None:
     value = {"\U0001f600": 1, "\uff61": 2, "a": 3}
     assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+_plain_floats = st.floats(1e-4, 1e16, exclude_max=True) | st.floats(-1e16, -1e-4, exclude_min=True)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(_plain_floats | st.integers(-(2**53) + 1, 2**53 - 1), max_size=4))
+def test_floats_on_the_fast_path_print_as_the_reference_does(values: list[Any]) -> None:
+    assert canonical_bytes({"v": values}) == rfc8785.dumps({"v": values})
+
+
+def test_edges_of_the_fast_float_range_agree() -> None:
+    edges = [1e-4, 1.0001e-4, 9.9e-5, 1e16, 9999999999999998.0, 1e16 - 2.5, 0.5, 5.0, 1e21]
+    for value in edges + [-v for v in edges]:
+        assert canonical_bytes([value]) == rfc8785.dumps([value]), value

@@ -79,7 +79,9 @@ class HostSaver(SyncBackedSaver):
         thread_id = str(config["configurable"]["thread_id"])
         checkpoint_ns = str(config["configurable"].get("checkpoint_ns", ""))
         parent_id = config["configurable"].get("checkpoint_id")
-        type_, blob, remembered = self.codec.encode(thread_id, checkpoint_ns, parent_id, checkpoint)
+        type_, blob, remembered = self.codec.encode(
+            thread_id, checkpoint_ns, parent_id, checkpoint, new_versions
+        )
         meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode(
             "utf-8", "ignore"
         )
@@ -138,6 +140,12 @@ class HostSaver(SyncBackedSaver):
         with the same invocation ids and turns (the executors' idempotency keys).
         """
         thread_id = str(config["configurable"]["thread_id"])
+        self.codec.saw_writes(
+            thread_id,
+            str(config["configurable"].get("checkpoint_ns", "")),
+            config["configurable"].get("checkpoint_id"),
+            writes,
+        )
         writes = [w for w in writes if w[0] in WRITES_IDX_MAP]
         if not writes:
             _faults.boundary("put_writes", "before")

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contracts import ErrorCode, ExecsysError
+from host.langgraph import _delta as delta_module
 from host.langgraph._delta import PREFIX, DeltaCodec, apply, diff, private_copy
 from tests.host.harness import graph_doc, make_delivery, reply
 
@@ -46,6 +47,42 @@ def test_applying_the_diff_gives_the_child_and_leaves_the_parent(parent, child):
     before = private_copy(parent)
     assert apply(parent, diff(parent, child)) == child
     assert parent == before
+
+
+@given(
+    checkpoints,
+    checkpoints,
+    st.lists(keys, max_size=4),
+    st.dictionaries(keys, st.sets(keys, max_size=4), max_size=4),
+)
+def test_hints_never_change_the_diff_s_effect(parent, child, moved, written):
+    # Any hint, right, partial or wrong, gives a diff that turns parent into child.
+    new_versions = {k: 1 for k in moved}
+    assert apply(parent, diff(parent, child, new_versions, written)) == child
+
+
+def test_a_hinted_diff_of_a_partial_hint_still_finds_every_change():
+    parent: Any = {
+        "v": 4,
+        "id": "1",
+        "ts": "",
+        "channel_values": {"visits": {"a": 1, "b": 1, "c": 1}},
+        "channel_versions": {"visits": 1, "branch:to:a": 1},
+        "versions_seen": {"a": {"branch:to:a": 1}},
+    }
+    child: Any = {
+        "v": 4,
+        "id": "2",
+        "ts": "",
+        "channel_values": {"visits": {"a": 2, "b": 5}},
+        "channel_versions": {"visits": 2, "branch:to:a": 2},
+        "versions_seen": {"a": {"branch:to:a": 2}, "b": {"branch:to:b": 1}},
+    }
+    # The hints name 'a' only: 'b' changed and 'c' went without a write the saver saw.
+    delta = diff(parent, child, {"visits": 2}, {"visits": {"a"}})
+    assert apply(parent, delta) == child
+    assert delta["values"][0]["visits"][1] == [{"a": 2, "b": 5}, ["c"]]
+    assert delta["channel_versions"] == [{"visits": 2, "branch:to:a": 2}, []]
 
 
 def _chain(n: int) -> dict[str, Any]:
@@ -83,9 +120,9 @@ def test_a_long_chain_stores_deltas_that_decode_exactly(harness, tmp_path):
     written: dict[str, Any] = {}
     encode = saver.codec.encode
 
-    def recording(thread: str, ns: str, parent: str | None, checkpoint: Any) -> Any:
+    def recording(thread: str, ns: str, parent: str | None, checkpoint: Any, *rest: Any) -> Any:
         written[checkpoint["id"]] = private_copy(checkpoint)
-        return encode(thread, ns, parent, checkpoint)
+        return encode(thread, ns, parent, checkpoint, *rest)
 
     saver.codec.encode = recording
     delivery = make_delivery(_chain(120))
@@ -144,3 +181,19 @@ def test_a_missing_parent_is_a_coded_error(harness, tmp_path):
     with saver.lock, pytest.raises(ExecsysError) as caught:
         cold.decode(last[1], last[2])
     assert caught.value.code is ErrorCode.STORE_UNREADABLE
+
+
+def test_a_chain_step_encodes_without_walking_the_per_node_maps(harness, monkeypatch):
+    # What a step changed is named by put's new_versions and the step's writes, so
+    # encoding a late step costs what an early one does: no map is walked whole.
+    walks: list[int] = []
+    walk = delta_module._diff_map
+
+    def counting(old: dict[str, Any], new: dict[str, Any]) -> list[Any]:
+        walks.append(len(new))
+        return walk(old, new)
+
+    monkeypatch.setattr(delta_module, "_diff_map", counting)
+    h = harness({"step": _ok})
+    assert h.run(make_delivery(_chain(80))).status.value == "completed"
+    assert [n for n in walks if n > 10] == []
