@@ -39,6 +39,29 @@ def graph_doc(nodes: dict[str, Any], start: str, **extra: Any) -> dict[str, Any]
     return {"spec": "execution-system/v1", "graph": "t", "start": start, "nodes": nodes, **extra}
 
 
+def asking_graph() -> dict[str, Any]:
+    """One action that asks a question before it answers, then a terminal."""
+    return graph_doc(
+        {
+            "ask": {
+                "kind": "action",
+                "executor": "ask",
+                "outputs": {"ok": {"type": "boolean"}},
+                "next": "end",
+            },
+            "end": {"kind": "terminal", "outcome": "succeeded"},
+        },
+        "ask",
+    )
+
+
+async def ask_once(request: Any) -> dict[str, Any]:
+    """The ``ask`` executor of :func:`asking_graph`: a question on turn 1, then ``ok``."""
+    if request.turn == 1:
+        return {"status": "needs-input", "question": "go?", "session": "s"}
+    return reply({"ok": True})
+
+
 class ScriptInvoker:
     """Invokes per-executor behaviours and counts every turn it starts."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts import DeliveryId, SavepointId
-from tests.host.harness import graph_doc, make_delivery, reply
+from tests.host.harness import ask_once, asking_graph, make_delivery
 from tests.support.memory_custody import MemoryCustody
 
 
@@ -26,32 +26,11 @@ class CountingCustody(MemoryCustody):
         return super().head(delivery)
 
 
-def _asking() -> dict[str, Any]:
-    return graph_doc(
-        {
-            "ask": {
-                "kind": "action",
-                "executor": "ask",
-                "outputs": {"ok": {"type": "boolean"}},
-                "next": "end",
-            },
-            "end": {"kind": "terminal", "outcome": "succeeded"},
-        },
-        "ask",
-    )
-
-
-async def _ask(request: Any) -> dict[str, Any]:
-    if request.turn == 1:
-        return {"status": "needs-input", "question": "go?", "session": "s"}
-    return reply({"ok": True})
-
-
 def test_resting_deliveries_are_listed_without_reading_custody(harness: Any) -> None:
     custody = CountingCustody()
-    h = harness({"ask": _ask}, custody=custody)
+    h = harness({"ask": ask_once}, custody=custody)
     for nonce in ("a", "b", "c"):
-        assert h.run(make_delivery(_asking(), nonce=nonce)).status.value == "suspended"
+        assert h.run(make_delivery(asking_graph(), nonce=nonce)).status.value == "suspended"
     custody.head_reads = 0
     assert h.host.needs_directive() == []
     assert custody.head_reads == 0
@@ -59,8 +38,8 @@ def test_resting_deliveries_are_listed_without_reading_custody(harness: Any) -> 
 
 def test_a_running_delivery_whose_custody_moved_on_is_listed(harness: Any) -> None:
     custody = CountingCustody()
-    h = harness({"ask": _ask}, custody=custody)
-    delivery = make_delivery(_asking())
+    h = harness({"ask": ask_once}, custody=custody)
+    delivery = make_delivery(asking_graph())
     h.run(delivery)
     # What a runner killed between custody's advance and the checkpoint leaves.
     did = delivery.delivery_id
@@ -77,8 +56,8 @@ def test_a_running_delivery_whose_custody_moved_on_is_listed(harness: Any) -> No
 
 
 def test_an_orphaned_delivery_is_inspected_with_its_directive_need(harness: Any) -> None:
-    h = harness({"ask": _ask})
-    delivery = make_delivery(_asking())
+    h = harness({"ask": ask_once})
+    delivery = make_delivery(asking_graph())
     h.run(delivery)
     did = delivery.delivery_id
     row = h.host.store.delivery(did)

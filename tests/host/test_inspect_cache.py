@@ -19,28 +19,7 @@ from contracts._journal import JournalEvent
 from host._views import ReplayCache, inspect_report
 from host.journal import decode_line
 from host.journal._codec import encode_record_with_digest
-from tests.host.harness import graph_doc, make_delivery, reply
-
-
-def _asking() -> dict[str, Any]:
-    return graph_doc(
-        {
-            "ask": {
-                "kind": "action",
-                "executor": "ask",
-                "outputs": {"ok": {"type": "boolean"}},
-                "next": "end",
-            },
-            "end": {"kind": "terminal", "outcome": "succeeded"},
-        },
-        "ask",
-    )
-
-
-async def _ask(request: Any) -> dict[str, Any]:
-    if request.turn == 1:
-        return {"status": "needs-input", "question": "go?", "session": "s"}
-    return reply({"ok": True})
+from tests.host.harness import ask_once, asking_graph, make_delivery
 
 
 def _uncached(h: Any, did: str) -> Any:
@@ -48,8 +27,8 @@ def _uncached(h: Any, did: str) -> Any:
 
 
 def test_a_cached_inspect_follows_the_journal_as_it_grows(harness: Any) -> None:
-    h = harness({"ask": _ask})
-    delivery = make_delivery(_asking())
+    h = harness({"ask": ask_once})
+    delivery = make_delivery(asking_graph())
     did = delivery.delivery_id
     suspended = h.run(delivery)
     first = h.inspect(delivery)
@@ -67,8 +46,8 @@ def test_a_cached_inspect_follows_the_journal_as_it_grows(harness: Any) -> None:
 
 
 def test_a_line_appended_behind_the_cache_is_checked_like_a_full_replay(harness: Any) -> None:
-    h = harness({"ask": _ask})
-    delivery = make_delivery(_asking())
+    h = harness({"ask": ask_once})
+    delivery = make_delivery(asking_graph())
     did = delivery.delivery_id
     h.run(delivery)
     h.inspect(delivery)  # cached now
@@ -89,10 +68,10 @@ def test_a_line_appended_behind_the_cache_is_checked_like_a_full_replay(harness:
 
 
 def test_the_cache_keeps_only_the_most_recent_deliveries(harness: Any) -> None:
-    h = harness({"ask": _ask})
+    h = harness({"ask": ask_once})
     cache = ReplayCache()
     cache.SIZE = 2
-    made = [make_delivery(_asking(), nonce=str(n)) for n in range(4)]
+    made = [make_delivery(asking_graph(), nonce=str(n)) for n in range(4)]
     for delivery in made:
         h.run(delivery)
         inspect_report(h.host.store, delivery.delivery_id, cache)
