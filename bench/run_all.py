@@ -33,6 +33,8 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "journal": (["50000", "--reps", "3"], []),
     "custody": (["--files", "2000", "--mb", "20"], []),
     "closure": (["--runs", "1"], ["--files", "10000"]),
+    "closure_custody": (["--files", "2000", "--validates", "3"], []),
+    "chain_step": (["--nodes", "300"], []),
     "lease": (["--rounds", "2"], []),
     "scale": (["--deliveries", "1000", "--reps", "2", "--chains", "250,500"], []),
     "fleet": (["--fleet-deliveries", "10", "--deliveries", "10"], []),
