@@ -51,6 +51,7 @@ from execution_system.custody._capability import (
     load_or_create_key,
 )
 from execution_system.custody._durable import file_lock, fsync_dir
+from execution_system.custody._reclaim import collect_unreferenced, prune_savepoints
 from execution_system.custody._report import PruneReport, SnapshotReport, TreeMemory
 from execution_system.custody._restore import materialize, verify, write_exactly
 from execution_system.custody._state import DeliveryState, check_delivery
@@ -491,24 +492,9 @@ class FileCustody:
             with self._guard(delivery, exclusive_store=True):
                 remove_tree(self._workspace(delivery))
                 self._state.remove(delivery)
-                self._collect()
+                collect_unreferenced(self._state, self._blobs)
         except Refusal as refusal:
             _raise(refusal)
-
-    def _collect(self) -> int:
-        """Delete every blob no manifest of any delivery names (exclusive store lock held).
-
-        Deletes nothing if any manifest cannot be parsed: a leak is better
-        than losing content that is still referenced.
-        """
-        keep: set[str] = set()
-        for other in self._state.deliveries():
-            for data in self._state.manifests(other):
-                try:
-                    keep.update(e.sha256 for e in decode_manifest(data, None).values())
-                except (ValueError, KeyError, TypeError):
-                    return 0
-        return self._blobs.collect(keep)
 
     def prune(self, delivery: DeliveryId, keep: tuple[SavepointId, ...]) -> PruneReport:
         """Forget every savepoint of the delivery but ``keep`` and the head; free their blobs.
@@ -529,35 +515,7 @@ class FileCustody:
         try:
             check_delivery(delivery)
             with self._guard(delivery, exclusive_store=True):
-                head = self._state.head(delivery)
-                if head is None:
-                    raise Refusal(
-                        ErrorCode.CUSTODY_WORKSPACE_UNKNOWN, delivery, "the delivery has no head"
-                    )
-                wanted = {*keep, head}
-                for savepoint in sorted(wanted):
-                    if not self._state.has_manifest(delivery, savepoint):
-                        raise Refusal(
-                            ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN,
-                            savepoint,
-                            "a savepoint to keep is not recorded for this delivery",
-                        )
-                logged = self._state.savepoints(delivery)
-                kept = [info for info in logged if info.savepoint in wanted]
-                boundary("custody-prune-log", "before")
-                if len(kept) != len(logged):
-                    self._state.rewrite_savepoints(delivery, kept)
-                boundary("custody-prune-log", "after")
-                boundary("custody-prune-manifests", "before")
-                manifests = self._state.drop_manifests(delivery, wanted)
-                boundary("custody-prune-manifests", "after")
-                blobs = self._collect()
-                return PruneReport(
-                    kept=tuple(info.savepoint for info in kept),
-                    savepoints=len(logged) - len(kept),
-                    manifests=manifests,
-                    blobs=blobs,
-                )
+                return prune_savepoints(self._state, self._blobs, delivery, keep)
         except Refusal as refusal:
             _raise(refusal)
 
