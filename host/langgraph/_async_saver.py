@@ -11,8 +11,8 @@ instead, several deliveries' at once: ``host/langgraph/_pg_saver.py``.)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -24,13 +24,23 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+_T = TypeVar("_T")
+
 
 class SyncTwins(BaseCheckpointSaver[str]):
-    """Async twins that call a saver's synchronous methods (mix in before the saver)."""
+    """Async twins of a saver's synchronous methods (mix in before the saver).
+
+    Each twin goes through :meth:`_twin`, which calls the method directly; a
+    saver whose calls should leave the event loop's thread overrides it.
+    """
+
+    async def _twin(self, call: Callable[..., _T], *args: Any) -> _T:
+        """Run one synchronous saver call for its async twin (here: directly)."""
+        return call(*args)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async twin of get_tuple."""
-        return self.get_tuple(config)
+        return await self._twin(self.get_tuple, config)
 
     async def alist(
         self,
@@ -41,8 +51,11 @@ class SyncTwins(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async twin of list (materialized first: list() holds the lock while yielding)."""
-        items = list(self.list(config, filter=filter, before=before, limit=limit))
-        for item in items:
+
+        def listed() -> list[CheckpointTuple]:
+            return list(self.list(config, filter=filter, before=before, limit=limit))
+
+        for item in await self._twin(listed):
             yield item
 
     async def aput(
@@ -53,7 +66,7 @@ class SyncTwins(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async twin of put."""
-        return self.put(config, checkpoint, metadata, new_versions)
+        return await self._twin(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self,
@@ -63,11 +76,11 @@ class SyncTwins(BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Async twin of put_writes."""
-        self.put_writes(config, writes, task_id, task_path)
+        await self._twin(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of delete_thread."""
-        self.delete_thread(thread_id)
+        await self._twin(self.delete_thread, thread_id)
 
 
 class SyncBackedSaver(SyncTwins, SqliteSaver):

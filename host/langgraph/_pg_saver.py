@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -34,7 +34,6 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
-    CheckpointTuple,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -46,6 +45,7 @@ from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
 from host._step_rows import StatusDeriver, write_step_rows
+from host.langgraph._async_saver import SyncTwins
 from host.storage.postgres import PostgresStorage
 
 _T = TypeVar("_T")
@@ -101,7 +101,7 @@ def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:
         conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version,))
 
 
-class PgHostSaver(PostgresSaver):
+class PgHostSaver(SyncTwins, PostgresSaver):
     """The Host's checkpointer on PostgreSQL: LangGraph's PostgresSaver plus the Host's rows.
 
     ``put`` writes, in ONE transaction of the storage port on one pooled
@@ -126,49 +126,9 @@ class PgHostSaver(PostgresSaver):
     def setup(self) -> None:
         """Nothing: the store's migrations created the checkpoint tables."""
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async twin of get_tuple (in a worker thread)."""
-        return await off_loop(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """Async twin of list (materialized in a worker thread, then yielded)."""
-
-        def listed() -> list[CheckpointTuple]:
-            return list(self.list(config, filter=filter, before=before, limit=limit))
-
-        for item in await off_loop(listed):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async twin of put (in a worker thread)."""
-        return await off_loop(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async twin of put_writes (in a worker thread)."""
-        await off_loop(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async twin of delete_thread (in a worker thread)."""
-        await off_loop(self.delete_thread, thread_id)
+    async def _twin(self, call: Callable[..., _T], *args: Any) -> _T:
+        """Each async twin runs its synchronous call in a worker thread."""
+        return await off_loop(call, *args)
 
     def put(
         self,
