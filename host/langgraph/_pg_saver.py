@@ -70,6 +70,10 @@ async def off_loop(call: Callable[..., _T], *args: Any) -> _T:
         while not future.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([future])
+        if not future.cancelled():
+            # The caller is gone: take the call's failure here (a lost server is
+            # already reported by the run), or asyncio prints it as never retrieved.
+            future.exception()
         raise
 
 

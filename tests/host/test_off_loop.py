@@ -8,6 +8,7 @@ flight, never while its worker thread still appends to that journal.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import pytest
@@ -73,3 +74,30 @@ def test_the_call_s_error_reaches_the_caller() -> None:
 
     with pytest.raises(ValueError, match="refused"):
         asyncio.run(off_loop(failing))
+
+
+def test_a_call_that_fails_after_its_caller_was_cancelled_is_not_reported_as_lost() -> None:
+    """The failure is taken by off_loop; asyncio must not print it as never retrieved."""
+
+    release = threading.Event()
+    reported: list[dict[str, object]] = []
+
+    def failing() -> None:
+        release.wait(10)
+        raise ConnectionError("server gone")
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+        task = asyncio.create_task(off_loop(failing))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        gc.collect()
+        await asyncio.sleep(0)
+
+    asyncio.run(scenario())
+    gc.collect()
+    assert reported == []
