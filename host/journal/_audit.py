@@ -33,13 +33,7 @@ from contracts._journal import JournalEvent, JournalHeader, NodeDecl
 from contracts._spec import ControlGraph, WaitNode
 from host.journal._audit_graph import GraphRules
 from host.journal._audit_lane import AuditLane
-from host.journal._bundle import (
-    Bundle,
-    JournalLines,
-    note_references,
-    parse_bundle,
-    referenced_digests,
-)
+from host.journal._bundle import Bundle, note_references, parse_bundle, referenced_digests
 from host.journal._chain import ChainCheck
 from host.journal._codec import (
     DIGEST_KEY,
@@ -254,7 +248,7 @@ def audit_journal(
     """
     report = AuditReport()
     with _collector_paused():
-        _audit(report, JournalLines.of(lines), graph, policy, None, None, None, all_violations)
+        _audit(report, lines, graph, policy, None, None, None, all_violations)
     return report
 
 
@@ -337,7 +331,7 @@ def _header_checks(
 
 def _audit(
     report: AuditReport,
-    lines: JournalLines,
+    lines: list[bytes],
     graph: ControlGraph,
     policy: AuthorityPolicy,
     delivery: str | None,
@@ -381,7 +375,7 @@ def _audit(
 
 def _events(
     report: AuditReport,
-    lines: JournalLines,
+    lines: list[bytes],
     state: ReplayState,
     chain: ChainCheck,
     rules: GraphRules,

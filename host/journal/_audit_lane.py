@@ -35,7 +35,6 @@ from contracts._ids import Digest, NodeId
 from contracts._journal import NodeState, Transition
 from contracts._spec import ActionNode, ControlGraph, OperationNode, ParallelNode
 from host.journal._audit_graph import GraphRules
-from host.journal._bundle import JournalLines
 from host.journal._chain import ChainCheck
 from host.journal._state import LIVE_STATES, ActivationState, AttemptState, Key, ReplayState
 
@@ -278,14 +277,13 @@ class AuditLane:
         self.head = self.chain.head[7:].encode()
         self.first = self.chain.count + 1
 
-    def run(self, lines: JournalLines, position: int) -> int:
+    def run(self, lines: list[bytes], position: int) -> int:
         """Accept and fold in the events from ``lines[position]`` on, one by one.
 
         Returns the position of the first event the lane leaves to the generic
         path (``len(lines)`` when it accepted them all); nothing of that event
         has been changed. One loop with everything it reads bound to locals:
-        per event, the lane costs about what the line's match and hash do. Each
-        line is matched where it lies in the buffer, never copied out of it.
+        per event, the lane costs about what the line's match and hash do.
         """
         state, rules = self.state, self.rules
         # Only a generic step opens a batch or completes a terminal node, so
@@ -305,13 +303,12 @@ class AuditLane:
         accepted = self.position
         append = self.pending.append
         count = len(lines)
-        data, starts = lines.data, lines.starts
         while position < count:
-            end = starts[position + 1] - 1  # the line's newline
-            found = patterns.get(data[end - _TAIL_BYTES : end])
+            line = lines[position]
+            found = patterns.get(line[-_TAIL_BYTES:])
             if found is None:
                 break
-            match = found[0](data, starts[position], end)
+            match = found[0](line)
             if match is None:
                 break
             kind = found[1]

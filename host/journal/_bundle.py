@@ -18,10 +18,9 @@ value bytes are the RFC 8785 encoding whose SHA-256 is the record's digest.
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, overload
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -40,52 +39,6 @@ _META_KEYS = frozenset(
     {"bundle", "delivery", "policy", "journal", "records", "count", "retirement"}
 )
 _DIGEST_LEN = len("sha256:") + 64
-_DIGEST_LINE = len(b'{"digest":""}\n') + _DIGEST_LEN
-"""The length of a digests-only record line with its newline."""
-_DIGEST_LINES: Final = re.compile(rb'(?:\{"digest":"sha256:[0-9a-f]{64}"\}\n)*+').fullmatch
-"""A run of well-formed digests-only record lines (the common case, checked in one match)."""
-
-
-class JournalLines(Sequence[bytes]):
-    """Journal lines left in place in the bytes they were read from, without a copy per line.
-
-    Line ``i`` is ``data[starts[i] : starts[i + 1] - 1]`` (the byte before the
-    next line's start is its newline), so a pattern can match it where it lies
-    (``pattern.fullmatch(data, start, end)``). Indexing copies one line out;
-    slicing gives a list of them.
-    """
-
-    __slots__ = ("data", "starts")
-
-    def __init__(self, data: bytes, starts: list[int]) -> None:
-        self.data = data
-        self.starts = starts
-        """Where each line begins, then where the line after the last one would."""
-
-    @classmethod
-    def of(cls, lines: Iterable[bytes]) -> JournalLines:
-        """Lines given one by one, joined into one buffer (each keeps its bytes exactly)."""
-        lines = list(lines)
-        starts = [0]
-        for line in lines:
-            starts.append(starts[-1] + len(line) + 1)
-        return cls(b"".join(line + b"\n" for line in lines), starts)
-
-    def __len__(self) -> int:
-        return len(self.starts) - 1
-
-    @overload
-    def __getitem__(self, index: int) -> bytes: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[bytes]: ...
-    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("journal line index out of range")
-        return self.data[self.starts[index] : self.starts[index + 1] - 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +49,8 @@ class Bundle:
     """The admitted delivery document (graph, input, authority, executors, nonce)."""
     policy: dict[str, Any]
     """The authority policy the delivery was admitted with."""
-    journal: JournalLines
-    """The journal export's lines without newlines, in place in the bundle: header first."""
+    journal: list[bytes]
+    """The journal export's lines without newlines: header first."""
     records: dict[str, bytes] | None
     """Digest -> the record's canonical value bytes; None when only digests were exported."""
     digests: tuple[str, ...]
@@ -209,15 +162,14 @@ def parse_bundle(data: bytes) -> Bundle:
     """
     if not data.endswith(b"\n"):
         raise _malformed("a bundle ends with a newline", "trailer")
-    # Lines are found where they lie, not split out (a copy of every byte).
-    total = data.count(b"\n")
-    if total < 3:
+    lines = data.split(b"\n")
+    lines.pop()  # the empty piece after the final newline
+    if len(lines) < 3:
         raise _malformed("too few lines for a bundle", "line 1", expected="meta, journal, trailer")
-    last = data.rfind(b"\n", 0, len(data) - 1) + 1  # where the trailer begins
-    trailer = _canonical_object(data[last:-1], "trailer")
+    trailer = _canonical_object(lines[-1], "trailer")
     if set(trailer) != {"digest", "signature"} or not isinstance(trailer["digest"], str):
         raise _malformed("the trailer is not {digest, signature}", "trailer")
-    body = memoryview(data)[:last]  # hashed in place, not copied
+    body = memoryview(data)[: len(data) - len(lines[-1]) - 1]  # hashed in place, not copied
     actual = "sha256:" + hashlib.sha256(body).hexdigest()
     if trailer["digest"] != actual:
         raise error(
@@ -226,8 +178,7 @@ def parse_bundle(data: bytes) -> Bundle:
             path="trailer",
             expected=actual,
         )
-    first = data.index(b"\n") + 1  # where the journal begins
-    meta = _canonical_object(data[: first - 1], "line 1")
+    meta = _canonical_object(lines[0], "line 1")
     if meta.keys() != _META_KEYS or meta["bundle"] != BUNDLE_FORMAT:
         raise _malformed("not a bundle header", "line 1", expected=BUNDLE_FORMAT)
     count, size, mode = meta["journal"], meta["count"], meta["records"]
@@ -242,36 +193,20 @@ def parse_bundle(data: bytes) -> Bundle:
         or not (meta["retirement"] is None or isinstance(meta["retirement"], dict))
     ):
         raise _malformed("bundle header members are invalid", "line 1")
-    if total != 2 + count + size:
+    if len(lines) != 2 + count + size:
         raise _malformed(
-            f"{total} lines for {count} journal and {size} record lines",
+            f"{len(lines)} lines for {count} journal and {size} record lines",
             "line 1",
             expected=str(2 + count + size),
         )
-    starts = [first]
-    find, start = data.find, first
-    for _ in range(count):
-        start = find(b"\n", start) + 1
-        starts.append(start)
     records: dict[str, bytes] | None = {} if mode == INCLUDED else None
-    digests: list[str]
-    if (
-        records is None
-        and last - start == size * _DIGEST_LINE
-        and _DIGEST_LINES(data, start, last) is not None
-    ):
-        listed = data[start:last].decode("ascii")
-        head = len('{"digest":"')
-        digests = [listed[at : at + _DIGEST_LEN] for at in range(head, len(listed), _DIGEST_LINE)]
-    else:
-        digests = []
-        lines = data[start:last].split(b"\n")[:size]
-        for index, line in enumerate(lines, start=2 + count):
-            digests.append(_record_line(line, records, f"line {index}"))
+    digests: list[str] = []
+    for index, line in enumerate(lines[1 + count : 1 + count + size], start=2 + count):
+        digests.append(_record_line(line, records, f"line {index}"))
     return Bundle(
         delivery=meta["delivery"],
         policy=meta["policy"],
-        journal=JournalLines(data, starts),
+        journal=lines[1 : 1 + count],
         records=records,
         digests=tuple(digests),
         retirement=meta["retirement"],
