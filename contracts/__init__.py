@@ -28,8 +28,10 @@ from contracts._custody import (
     ExecutionSite,
     FileEntry,
     RestoreResult,
+    SavepointExport,
     SavepointInfo,
     SignedCapability,
+    TransferableCustody,
     WorkspaceMode,
 )
 from contracts._delivery import (
@@ -182,6 +184,7 @@ __all__ = [
     "Routes",
     "RunnerConfig",
     "RunnerFactoryConfig",
+    "SavepointExport",
     "SavepointId",
     "SavepointInfo",
     "ScriptedBinding",
@@ -191,6 +194,7 @@ __all__ = [
     "SuspensionView",
     "TaskKind",
     "TerminalNode",
+    "TransferableCustody",
     "Transition",
     "UsageError",
     "WaitAuthority",

@@ -18,7 +18,8 @@ Protocol, per action step (see ``docs/architecture.md``)::
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -202,4 +203,59 @@ class Custody(Protocol):
 
     def retire(self, delivery: DeliveryId) -> None:
         """Delete the workspace and every blob no other delivery references."""
+        ...
+
+
+class SavepointExport(NamedTuple):
+    """One recorded savepoint as another machine's custody needs it (opaque bytes)."""
+
+    record: bytes
+    """The delivery's own custody record (what opening it fixed, e.g. its exclusions)."""
+    manifest: bytes
+    """The savepoint's manifest; its digest is the savepoint id."""
+    info: SavepointInfo
+    """How custody lists it."""
+    digests: tuple[str, ...]
+    """Every content digest the manifest names, once each."""
+
+
+@runtime_checkable
+class TransferableCustody(Custody, Protocol):
+    """Custody whose savepoints can be copied to another machine's custody and back.
+
+    What a fleet needs when its runners do not share a data folder: the Host
+    keeps every savepoint a delivery reaches in the store as well, and a runner
+    that drives the delivery next brings its local custody up to date from
+    there. Every imported content is checked against its digest.
+    """
+
+    def export_savepoint(self, delivery: DeliveryId, savepoint: SavepointId) -> SavepointExport:
+        """A recorded savepoint, ready to be kept elsewhere (``CUSTODY_SAVEPOINT_UNKNOWN``)."""
+        ...
+
+    def has_savepoint(self, delivery: DeliveryId, savepoint: SavepointId) -> bool:
+        """Whether ``savepoint`` is recorded here for the delivery."""
+        ...
+
+    def missing_blobs(self, digests: Sequence[str]) -> list[str]:
+        """Those of ``digests`` whose content is not stored here."""
+        ...
+
+    def read_blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The stored contents of ``digests`` (``CUSTODY_SAVEPOINT_UNKNOWN`` if one is absent)."""
+        ...
+
+    def import_savepoint(
+        self,
+        delivery: DeliveryId,
+        exported: SavepointExport,
+        fetch: Callable[[Sequence[str]], Mapping[str, bytes]],
+    ) -> None:
+        """Record a savepoint exported elsewhere; ``fetch`` supplies the contents not stored here.
+
+        Creates the delivery's records if this custody has none; never touches
+        its workspace or head (``restore`` does). Refuses, changing nothing, a
+        manifest that is not the savepoint it claims or a content that is not
+        its digest (``CUSTODY_REJECTED``).
+        """
         ...

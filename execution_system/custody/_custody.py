@@ -55,6 +55,7 @@ from execution_system.custody._reclaim import collect_unreferenced, prune_savepo
 from execution_system.custody._report import PruneReport, SnapshotReport, TreeMemory
 from execution_system.custody._restore import materialize, verify, write_exactly
 from execution_system.custody._state import DeliveryState, check_delivery
+from execution_system.custody._transfer import SavepointTransfer
 from execution_system.custody._tree import (
     DEFAULT_EXCLUDED,
     Refusal,
@@ -76,7 +77,7 @@ def _raise(refusal: Refusal) -> NoReturn:
     raise error(refusal.code, refusal.message, path=refusal.path) from None
 
 
-class FileCustody:
+class FileCustody(SavepointTransfer):
     """Workspace/Custody over a directory: savepoints, signed capabilities, validation.
 
     Implements :class:`contracts.Custody`. ``clock`` supplies Unix time for

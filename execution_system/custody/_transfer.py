@@ -1,0 +1,163 @@
+"""Copying savepoints between custodies on different machines (``TransferableCustody``).
+
+A fleet whose runners do not share a data folder keeps every savepoint a
+delivery reaches in the store too (``host/_archive.py``). What travels is the
+delivery's custody record (its exclusions), the manifest and the contents;
+what arrives is checked before anything is written: the manifest must hash to
+the savepoint id, every content to its digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+from contracts import (
+    DeliveryId,
+    ErrorCode,
+    ExecsysError,
+    SavepointExport,
+    SavepointId,
+    SavepointInfo,
+    canonical_bytes,
+    error,
+)
+from execution_system.custody._blobs import DIGEST_PREFIX, BlobStore
+from execution_system.custody._state import DeliveryState, check_delivery
+from execution_system.custody._tree import Refusal, Tree, decode_manifest, savepoint_of
+
+#: Contents asked for per ``fetch`` call (one store round trip each).
+_FETCH_RUN = 256
+
+#: Format tag of the exported delivery record.
+_RECORD_FORMAT = "execution-system/custody-record/v1"
+
+
+class _Parts(Protocol):
+    _state: DeliveryState
+    _blobs: BlobStore
+
+    def _guard(
+        self, delivery: str, *, exclusive_store: bool = False
+    ) -> AbstractContextManager[None]: ...
+
+    def _tree(self, delivery: str, savepoint: str) -> Tree: ...
+
+    def _exclusions(self, delivery: str) -> frozenset[str]: ...
+
+
+def _rejected(message: str, path: str) -> ExecsysError:
+    return error(ErrorCode.CUSTODY_REJECTED, message, path=path)
+
+
+class SavepointTransfer:
+    """The :class:`contracts.TransferableCustody` half of ``FileCustody``."""
+
+    def export_savepoint(
+        self: _Parts, delivery: DeliveryId, savepoint: SavepointId
+    ) -> SavepointExport:
+        """A recorded savepoint with the delivery's record, ready to be kept elsewhere."""
+        try:
+            check_delivery(delivery)
+            tree = self._tree(delivery, savepoint)
+            manifest = self._state.manifest(delivery, savepoint)
+            exclude = self._exclusions(delivery)
+        except Refusal as refusal:
+            raise error(refusal.code, refusal.message, path=refusal.path) from None
+        except ValueError as exc:
+            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
+        if manifest is None:
+            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, "not recorded", path=savepoint)
+        info = next(
+            (i for i in self._state.savepoints(delivery) if i.savepoint == savepoint), None
+        ) or SavepointInfo(
+            savepoint=savepoint,
+            files=len(tree),
+            bytes=sum(e.size for e in tree.values()),
+            created_at=0.0,
+        )
+        record = canonical_bytes({"format": _RECORD_FORMAT, "exclude": sorted(exclude)})
+        digests = tuple(dict.fromkeys(entry.sha256 for entry in tree.values()))
+        return SavepointExport(record=record, manifest=manifest, info=info, digests=digests)
+
+    def has_savepoint(self: _Parts, delivery: DeliveryId, savepoint: SavepointId) -> bool:
+        """Whether ``savepoint`` is recorded here for the delivery."""
+        try:
+            return self._state.has_manifest(check_delivery(delivery), savepoint)
+        except Refusal:
+            return False
+
+    def missing_blobs(self: _Parts, digests: Sequence[str]) -> list[str]:
+        """Those of ``digests`` whose content is not stored here."""
+        return [digest for digest in digests if not self._blobs.has(digest)]
+
+    def read_blobs(self: _Parts, digests: Sequence[str]) -> dict[str, bytes]:
+        """The stored contents of ``digests``."""
+        found: dict[str, bytes] = {}
+        for digest in digests:
+            try:
+                with self._blobs.open(digest) as handle:
+                    found[digest] = handle.read()
+            except (FileNotFoundError, ValueError):
+                raise error(
+                    ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, "a content is not stored", path=digest
+                ) from None
+        return found
+
+    def import_savepoint(
+        self: _Parts,
+        delivery: DeliveryId,
+        exported: SavepointExport,
+        fetch: Callable[[Sequence[str]], Mapping[str, bytes]],
+    ) -> None:
+        """Record a savepoint exported elsewhere; every content fetched is checked first."""
+        savepoint = exported.info.savepoint
+        try:
+            check_delivery(delivery)
+        except Refusal as refusal:
+            raise error(refusal.code, refusal.message, path=refusal.path) from None
+        if savepoint_of(exported.manifest) != savepoint:
+            raise _rejected("the manifest is not the savepoint it claims", savepoint)
+        try:
+            tree = decode_manifest(exported.manifest, savepoint)
+            document = _record(exported.record)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _rejected(f"unreadable savepoint transfer: {exc}", savepoint) from None
+        wanted = [
+            digest
+            for digest in dict.fromkeys(entry.sha256 for entry in tree.values())
+            if not self._blobs.has(digest)
+        ]
+        blobs: dict[str, bytes] = {}
+        for start in range(0, len(wanted), _FETCH_RUN):
+            blobs.update(fetch(wanted[start : start + _FETCH_RUN]))
+        for digest, data in blobs.items():
+            if DIGEST_PREFIX + hashlib.sha256(data).hexdigest() != digest:
+                raise _rejected("a content does not match its digest", digest)
+        with self._guard(delivery):
+            batch = self._blobs.batch()
+            try:
+                for digest in wanted:
+                    if not batch.wanted(digest):
+                        continue
+                    content = blobs.get(digest)
+                    if content is None:
+                        raise _rejected("a content of the savepoint was not sent", digest)
+                    batch.add_bytes(digest, content)
+                batch.commit()
+            finally:
+                batch.discard()
+            self._state.create(delivery)
+            if self._state.recorded_exclusions(delivery) is None:
+                self._state.record_exclusions(delivery, document)
+            self._state.record(delivery, exported.manifest, exported.info)
+
+
+def _record(data: bytes) -> frozenset[str]:
+    document = json.loads(data)
+    if not isinstance(document, dict) or document.get("format") != _RECORD_FORMAT:
+        raise ValueError("not a custody delivery record")
+    return frozenset(str(name) for name in document["exclude"])
