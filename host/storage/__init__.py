@@ -7,6 +7,8 @@ package imports no database driver and no LangGraph (import-linter enforces it).
 """
 
 from host.storage._port import (
+    ArchivedSavepoint,
+    CustodyArchive,
     DeliveryRow,
     GoalRow,
     LeaseRow,
@@ -17,6 +19,8 @@ from host.storage._port import (
 )
 
 __all__ = [
+    "ArchivedSavepoint",
+    "CustodyArchive",
     "DeliveryRow",
     "GoalRow",
     "LeaseRow",

@@ -26,7 +26,7 @@ Rules every backend keeps (``tests/storage`` checks them on each one):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol, TypedDict
 
@@ -254,11 +254,81 @@ class StorageTx(Protocol):
         ...
 
 
+class ArchivedSavepoint(NamedTuple):
+    """A savepoint as the custody archive keeps it."""
+
+    savepoint: str
+    """Its id."""
+    record: bytes
+    """The delivery's custody record."""
+    manifest: bytes
+    """The manifest (its digest is the savepoint id)."""
+    files: int
+    """Number of entries."""
+    bytes: int
+    """Total content size."""
+    created: float
+    """Unix time it was first recorded."""
+
+
+class CustodyArchive(Protocol):
+    """Custody's savepoints and contents kept in a shared store (a fleet without a shared disk).
+
+    Writes take the caller's fenced transaction, so a stale runner's writes are
+    refused with the rest of its writes. See ``host/_archive.py``.
+    """
+
+    def head(self, delivery: str) -> str | None:
+        """The savepoint the delivery's custody last moved to, as the archive knows it."""
+        ...
+
+    def savepoint(self, delivery: str, savepoint: str) -> ArchivedSavepoint | None:
+        """One archived savepoint of the delivery."""
+        ...
+
+    def savepoints(self, delivery: str) -> list[ArchivedSavepoint]:
+        """Every archived savepoint of the delivery, oldest first."""
+        ...
+
+    def blobs(self, digests: Sequence[str]) -> dict[str, bytes]:
+        """The archived contents among ``digests``."""
+        ...
+
+    def put(
+        self,
+        tx: StorageTx,
+        delivery: str,
+        savepoint: str,
+        entry: ArchivedSavepoint,
+        refs: Sequence[str],
+        blobs: Mapping[str, bytes],
+    ) -> list[str]:
+        """Archive a savepoint and make it the head; return the ``refs`` still without content.
+
+        A non-empty answer means nothing may be committed yet: the caller sends
+        those contents and tries again.
+        """
+        ...
+
+    def set_head(self, tx: StorageTx, delivery: str, savepoint: str) -> None:
+        """Move the archived head to a savepoint already archived."""
+        ...
+
+    def drop(self, tx: StorageTx, delivery: str) -> None:
+        """Forget the delivery's savepoints and every content no other delivery names."""
+        ...
+
+
 class Storage(Protocol):
     """A backend of the Host's tables; one instance per Host process (thread-safe)."""
 
     errors: tuple[type[BaseException], ...]
     """The driver's exception types: the Host maps them to ``STORE_ERROR``."""
+
+    @property
+    def archive(self) -> CustodyArchive | None:
+        """Where custody's savepoints are also kept for other machines (None: one machine)."""
+        ...
 
     def setup(self) -> None:
         """Create the Host's tables if missing."""

@@ -154,6 +154,33 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX execsys_goal_notes_by_goal ON execsys_goal_notes (goal, time, id);
         """,
     ),
+    Migration(
+        5,
+        "custody archive: each delivery's savepoints and their contents (decision 0122)",
+        """
+        DROP TABLE IF EXISTS execsys_manifests;
+        CREATE TABLE execsys_custody (
+            delivery TEXT PRIMARY KEY,
+            head TEXT NOT NULL,
+            record BYTEA NOT NULL
+        );
+        CREATE TABLE execsys_manifests (
+            delivery TEXT NOT NULL,
+            savepoint TEXT NOT NULL,
+            manifest BYTEA NOT NULL,
+            files BIGINT NOT NULL,
+            bytes BIGINT NOT NULL,
+            created DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (delivery, savepoint)
+        );
+        CREATE TABLE execsys_blob_refs (
+            delivery TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            PRIMARY KEY (delivery, digest)
+        );
+        CREATE INDEX execsys_blob_refs_by_digest ON execsys_blob_refs (digest);
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

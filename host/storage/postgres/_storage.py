@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool
 
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
+from host.storage.postgres._archive import PostgresCustodyArchive
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
 from host.storage.postgres._goals import PostgresGoalReads
 from host.storage.postgres._listen import QueueListener
@@ -94,6 +95,8 @@ class PostgresStorage(PostgresGoalReads):
             reset=self._probe.reset,
         )
         self.pool.open(wait=False)
+        self.archive = PostgresCustodyArchive(self)
+        """Custody's savepoints for runners that share no data folder (``host/_archive.py``)."""
 
     @classmethod
     def open(

@@ -177,6 +177,8 @@ class SqliteStorage(SqliteGoalReads):
     """The Host's tables on one connection (shared with the checkpointer)."""
 
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+    archive = None
+    """One machine: custody's own files are the only copy."""
 
     def __init__(self, conn: sqlite3.Connection, lock: threading.Lock | None = None) -> None:
         self.conn = conn
