@@ -18,9 +18,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from contracts import ActionNode, AdmittedDelivery, Custody, ErrorCode, error
+from contracts import (
+    ActionNode,
+    AdmittedDelivery,
+    Custody,
+    ErrorCode,
+    TransferableCustody,
+    error,
+)
 from contracts._invocation import Invoker
 from contracts._status import NEEDS_DIRECTIVE, NOT_RUNNABLE, DeliveryStatus, StatusReport
+from host._archive import ArchivedCustody
 from host._context import DeliveryContext, StepWriter
 from host._goals import GoalTable
 from host._journal_book import JournalBook
@@ -85,6 +93,12 @@ class HostCore:
         self.leases = LeaseManager(
             self.store, data_dir / "locks", self.holder, lease_ttl_s, on_lost=self._lease_lost
         )
+        self.archived: ArchivedCustody | None = None
+        """Custody kept in the store too (a store without a shared disk); see ``_archive``."""
+        archive = store.archive
+        if archive is not None and isinstance(custody, TransferableCustody):
+            self.archived = ArchivedCustody(custody, archive, self.leases.transaction)
+            self.custody = self.archived
         self._make_substrate = substrate
         self._substrate: Substrate | None = None
         self._locks: dict[str, asyncio.Lock] = {}
@@ -223,6 +237,8 @@ class HostCore:
     ) -> None:
         """Run the delivery's thread from ``first`` to its next stop, under ``token``."""
         did = delivery.delivery_id
+        if self.archived is not None:
+            await asyncio.to_thread(self.archived.prepare, did)
         self.journals.drive(delivery)
         ctx = ctx or self.context(delivery)
         self.active[did] = ctx
