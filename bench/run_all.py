@@ -38,12 +38,13 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "lease": (["--rounds", "2"], []),
     "scale": (["--deliveries", "1000", "--reps", "2", "--chains", "250,500"], []),
     "fleet": (["--fleet-deliveries", "10", "--deliveries", "10"], []),
+    "archive": (["--files", "500,2000"], []),
     "web": (["--deliveries", "1000", "--reps", "20"], []),
 }
 
 
 def _skip_reason(name: str) -> str:
-    if name == "fleet" and not os.environ.get("EXECSYS_BENCH_POSTGRES"):
+    if name in ("fleet", "archive") and not os.environ.get("EXECSYS_BENCH_POSTGRES"):
         return "EXECSYS_BENCH_POSTGRES is not set"
     if name == "web" and not (shutil.which("chromium") or shutil.which("chromium-browser")):
         return "no chromium on PATH"
@@ -53,7 +54,7 @@ def _skip_reason(name: str) -> str:
 def _argv(name: str, full: bool) -> list[str]:
     quick, complete = BENCHES[name]
     argv = [sys.executable, str(HERE / f"{name}_bench.py"), *(complete if full else quick)]
-    if name == "fleet":
+    if name in ("fleet", "archive"):
         argv += ["--store", os.environ["EXECSYS_BENCH_POSTGRES"]]
     return argv
 
