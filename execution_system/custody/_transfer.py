@@ -27,7 +27,13 @@ from contracts import (
 )
 from execution_system.custody._blobs import DIGEST_PREFIX, BlobStore
 from execution_system.custody._state import DeliveryState, check_delivery
-from execution_system.custody._tree import Refusal, Tree, decode_manifest, savepoint_of
+from execution_system.custody._tree import (
+    Refusal,
+    Tree,
+    decode_manifest,
+    savepoint_of,
+    tree_bytes,
+)
 
 #: Contents asked for per ``fetch`` call (one store round trip each).
 _FETCH_RUN = 256
@@ -76,7 +82,7 @@ class SavepointTransfer:
         ) or SavepointInfo(
             savepoint=savepoint,
             files=len(tree),
-            bytes=sum(e.size for e in tree.values()),
+            bytes=tree_bytes(tree),
             created_at=0.0,
         )
         record = canonical_bytes({"format": _RECORD_FORMAT, "exclude": sorted(exclude)})
