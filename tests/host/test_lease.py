@@ -321,3 +321,38 @@ def test_host_writes_go_through_the_fenced_transaction() -> None:
         if any(call in path.read_text() for call in opened) and "storage" not in path.parts
     }
     assert found == allowed
+
+
+def test_a_fence_check_trusts_memory_only_for_half_a_ttl_after_the_store_confirmed(
+    tmp_path: Path,
+) -> None:
+    from contracts import ExecsysError
+    from host._lease import LeaseManager
+    from host.storage.sqlite import SqliteStorage, connect
+
+    store = SqliteStorage(connect(tmp_path / "state.db"))
+    store.setup()
+    leases = LeaseManager(store, tmp_path / "locks", "here:1:a", ttl_s=2.0)
+    reads: list[str] = []
+    real = store.lease
+    store.lease = lambda delivery: reads.append(delivery) or real(delivery)  # type: ignore[method-assign]
+    try:
+        assert leases.acquire("d-1") == 1
+        leases.check("d-1")
+        assert reads == [], "just granted: nobody else can hold it yet"
+        # A rival writes the row (as only a machine whose clock runs ahead could, this early).
+        with store.transaction() as tx:
+            tx.put_lease("d-1", "elsewhere:2:b", 2, time.time() + 30)
+        leases.check("d-1")
+        time.sleep(1.05)  # past half the TTL: the store is asked again
+        with pytest.raises(ExecsysError) as fenced:
+            leases.check("d-1")
+        assert fenced.value.code.value == "LEASE_FENCED" and reads == ["d-1"]
+        # A renewal that finds the lease taken over ends the trust at once.
+        assert leases.renew("d-1") is False
+        with pytest.raises(ExecsysError):
+            leases.check("d-1")
+        assert reads == ["d-1", "d-1"]
+    finally:
+        leases.close()
+        store.close()
