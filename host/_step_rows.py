@@ -37,14 +37,16 @@ def write_step_rows(
     scheduled after it.
     """
     drafts: list[EventItem | InvalidateItem] = []
+    records: list[tuple[str, bytes]] = []
     for item in outbox or ():
         if item["type"] == "record":
-            tx.put_record(item["digest"], canonical_bytes(item["value"]))
-            tx.put_record_ref(delivery, item["digest"])
+            records.append((item["digest"], canonical_bytes(item["value"])))
         elif item["type"] == "event" or item["type"] == "invalidate":
             drafts.append(item)
         else:
             assert_never(item["type"])
+    if records:
+        tx.put_records(delivery, records)
     journal = journals.append(tx, delivery, drafts) if drafts else journals.journal(delivery, tx)
     status, outcome, detail = derive_status(values, more)
     # What this checkpoint embodies, recorded with it: the journal head it

@@ -194,6 +194,10 @@ class StorageTx(Protocol):
         """Remember that ``delivery`` references ``digest`` (idempotent)."""
         ...
 
+    def put_records(self, delivery: str, records: list[tuple[str, bytes]]) -> None:
+        """:meth:`put_record` and :meth:`put_record_ref` for each ``(digest, body)``, at once."""
+        ...
+
     def has_record(self, digest: str) -> bool:
         """Whether the record is stored (this transaction's writes included)."""
         ...

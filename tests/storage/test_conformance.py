@@ -329,8 +329,9 @@ def test_a_stop_request_is_kept_until_cleared(storage: Storage, connect: Connect
     assert connect().stop_request("d-1") is None
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "put_records"])
 def test_retirement_deletes_once_and_keeps_shared_records(
-    storage: Storage, backend: Backend, connect: Connect
+    storage: Storage, backend: Backend, connect: Connect, batched: bool
 ) -> None:
     shared, shared_body = _record({"shared": 1})
     own, own_body = _record({"own": 1})
@@ -339,10 +340,14 @@ def test_retirement_deletes_once_and_keeps_shared_records(
     with storage.transaction() as tx:
         backend.put_checkpoint(tx, "d-1", "cp-1")
         tx.index_checkpoint("d-1", "cp-1", "sp-1", 1)
-        for did, digest, body in (("d-1", shared, shared_body), ("d-1", own, own_body)):
-            tx.put_record(digest, body)
-            tx.put_record_ref(did, digest)
-        tx.put_record_ref("d-2", shared)
+        if batched:  # a step's records, a digest repeated among them
+            tx.put_records("d-1", [(shared, shared_body), (own, own_body), (own, own_body)])
+            tx.put_records("d-2", [(shared, canonical_bytes({"other": 1}))])
+        else:
+            for did, digest, body in (("d-1", shared, shared_body), ("d-1", own, own_body)):
+                tx.put_record(digest, body)
+                tx.put_record_ref(did, digest)
+            tx.put_record_ref("d-2", shared)
         tx.append_journal("d-1", [(0, "sha256:h", b"header")])
     fact = {"delivery": "d-1", "authorization": "auth-1"}
     with storage.transaction() as tx:

@@ -187,6 +187,13 @@ class PostgresTx(PostgresGoalWrites):
             (delivery, digest),
         )
 
+    def put_records(self, delivery: str, records: list[tuple[str, bytes]]) -> None:
+        """Every record and its reference in one statement (a step's records travel together)."""
+        if not records:
+            return
+        digests, bodies = _columns(records, 2)
+        self.cur.execute(PUT_RECORDS_SQL, (digests, bodies, delivery))
+
     def has_record(self, digest: str) -> bool:
         """Whether the record is stored (this transaction included)."""
         return self._one("SELECT 1 FROM execsys_records WHERE digest = %s", (digest,)) is not None
@@ -300,6 +307,17 @@ class PostgresTx(PostgresGoalWrites):
             "WHERE delivery = %s",
             (outcome, time.time(), delivery),
         )
+
+
+PUT_RECORDS_SQL = (
+    "WITH given AS (SELECT DISTINCT ON (digest) digest, body "
+    "FROM unnest(%s::text[], %s::bytea[]) AS g(digest, body)), "
+    "stored AS (INSERT INTO execsys_records (digest, body) SELECT digest, body FROM given "
+    "ON CONFLICT DO NOTHING) "
+    "INSERT INTO execsys_record_refs (delivery, digest) SELECT %s, digest FROM given "
+    "ON CONFLICT DO NOTHING"
+)
+"""A step's records and their references: one statement, both tables."""
 
 
 def _columns(rows: Iterable[Sequence[Any]], width: int) -> list[list[Any]]:

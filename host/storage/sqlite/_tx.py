@@ -138,6 +138,16 @@ class SqliteTx(SqliteGoalWrites):
             (delivery, digest),
         )
 
+    def put_records(self, delivery: str, records: list[tuple[str, bytes]]) -> None:
+        """Every record and its reference (two ``executemany``)."""
+        self.cur.executemany(
+            "INSERT OR IGNORE INTO execsys_records (digest, body) VALUES (?, ?)", records
+        )
+        self.cur.executemany(
+            "INSERT OR IGNORE INTO execsys_record_refs (delivery, digest) VALUES (?, ?)",
+            [(delivery, digest) for digest, _ in records],
+        )
+
     def has_record(self, digest: str) -> bool:
         """Whether the record is stored (this transaction included)."""
         row = self.cur.execute(
