@@ -224,7 +224,7 @@ class HostCore:
 
     async def values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
         """The thread's latest channel values."""
-        return (await self.substrate.snapshot(delivery)).values
+        return await self.substrate.values(delivery)
 
     # --- driving ---------------------------------------------------------------------------
 

@@ -44,6 +44,10 @@ class Substrate(Protocol):
         """The thread's latest state, or its state at ``checkpoint``."""
         ...
 
+    async def values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
+        """The latest state's channel values (``snapshot(delivery).values``, maybe cheaper)."""
+        ...
+
     async def run(
         self, delivery: AdmittedDelivery, first: dict[str, Any], token: int, ctx: DeliveryContext
     ) -> None:

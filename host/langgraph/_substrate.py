@@ -6,6 +6,7 @@ time: reading commands never pay for it.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from contracts import AdmittedDelivery, ControlGraph, ExecsysError
@@ -82,6 +83,32 @@ class LangGraphSubstrate:
             values=dict(snapshot.values or {}),
             tasks=tuple(sorted({str(t.name) for t in snapshot.tasks})),
         )
+
+    async def values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
+        """The thread's latest channel values, read from its checkpoint alone.
+
+        What :meth:`snapshot` gives as ``values``, without working out the
+        step's tasks. A snapshot would also apply pending writes made outside
+        any task; the Host's savers store no ordinary pending writes (only
+        errors and interrupts, which set no channel), so there are none.
+        """
+        from langgraph._internal._typing import MISSING
+        from langgraph.errors import EmptyChannelError
+
+        graph, _ = self.graphs.get(delivery.graph)
+        saved = await self.saver.aget_tuple(self._config(delivery))
+        if saved is None:
+            return {}
+        stored = saved.checkpoint["channel_values"]
+        values: dict[str, Any] = {}
+        for key in graph.stream_channels_asis:
+            if key in stored:
+                values[key] = stored[key]
+                continue
+            # Never written: the channel's own empty value (a reducer's {}), if it has one.
+            with contextlib.suppress(EmptyChannelError):
+                values[key] = graph.channels[key].from_checkpoint(MISSING).get()
+        return values
 
     async def run(
         self, delivery: AdmittedDelivery, first: dict[str, Any], token: int, ctx: DeliveryContext

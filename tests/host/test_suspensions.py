@@ -231,3 +231,35 @@ def test_approvals_of_one_wait_must_agree_on_the_result(harness: Any) -> None:
     assert report.status.value == "completed"
     approvals = [e for e in h.events(delivery) if e["transition"] == "block-cleared"]
     assert [e["actor"]["id"] for e in approvals] == ["alice", "bob"]
+
+
+def test_the_cheap_values_read_agrees_with_the_full_snapshot(harness: Any) -> None:
+    """``values`` reads the checkpoint alone; at every stop it equals ``snapshot().values``."""
+    h = harness({"asker": _ask(3)})
+    delivery = make_delivery(_asker_graph())
+    substrate = h.host.substrate
+    seen = []
+    report = h.run(delivery)
+    while True:
+        full = asyncio.run(substrate.snapshot(delivery)).values
+        assert asyncio.run(substrate.values(delivery)) == full
+        seen.append(report.status.value)
+        if report.status.value != "suspended":
+            break
+        report = asyncio.run(
+            h.host.answer(delivery.delivery_id, report.suspension.correlation, "left")
+        )
+    assert seen == ["suspended", "suspended", "completed"]
+    # A write outside any task would be applied by a snapshot; the saver keeps none.
+    from langgraph._internal._constants import NULL_TASK_ID
+
+    did = delivery.delivery_id
+    saver = substrate.saver
+    saver.tokens[did] = h.host.leases.acquire(did)
+    saved = saver.get_tuple(substrate._config(delivery))
+    saver.put_writes(saved.config, [("outputs", {"extra": {"mark": 1}})], NULL_TASK_ID)
+    h.host.leases.release(did)
+    assert saver.get_tuple(substrate._config(delivery)).pending_writes == []
+    assert (
+        asyncio.run(substrate.values(delivery)) == asyncio.run(substrate.snapshot(delivery)).values
+    )
