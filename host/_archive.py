@@ -39,6 +39,7 @@ from contracts import (
     WorkspaceMode,
     error,
 )
+from host import _faults
 from host.storage import ArchivedSavepoint, CustodyArchive, StorageTx
 
 #: Contents sent or fetched per store round trip.
@@ -83,6 +84,7 @@ class ArchivedCustody:
             created=exported.info.created_at,
         )
         blobs: dict[str, bytes] = {}
+        _faults.boundary("archive-publish", "before")
         for _attempt in range(3):
             with self._transaction(delivery) as tx:
                 missing = self.archive.put(tx, delivery, savepoint, entry, refs, blobs)
@@ -96,6 +98,7 @@ class ArchivedCustody:
                 "the archive kept losing contents while a savepoint was sent",
                 path=savepoint,
             )
+        _faults.boundary("archive-publish", "after")
         self._heads[delivery] = savepoint
         self._digests[delivery] = frozenset(exported.digests)
 

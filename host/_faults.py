@@ -3,7 +3,8 @@
 Set ``EXECSYS_FAULT_KILL_AT=put:3:before`` (or ``after``; or ``put_writes:N:...``,
 or one of custody's own writes: ``custody-validate``, ``custody-advance``,
 ``custody-restore``, ``custody-seed-flush``, ``custody-seed-publish``,
-``custody-prune-log``, ``custody-prune-manifests``, ``custody-collect``) and the
+``custody-prune-log``, ``custody-prune-manifests``, ``custody-collect``; or the
+custody archive's ``archive-publish``, a savepoint sent to the store) and the
 process kills itself with SIGKILL inside the Nth such write, just before it takes
 effect or just after. Tests use it to prove, with a
 real kill of a real process, that checkpoint, journal, records and status

@@ -32,6 +32,8 @@ class Fleet:
         (root / "spec.yaml").write_text((HERE / "spec.yaml").read_text())
         self.log = root / "turns.log"
         self.release = root / "release"
+        self.extra_env: dict[str, str] = {}
+        """Set for every process started from here on (a fault to inject, say)."""
 
     def env(self) -> dict[str, str]:
         """The environment of every process of the scenario."""
@@ -39,6 +41,7 @@ class Fleet:
         env["EXECSYS_TEST_LOG"] = str(self.log)
         env["EXECSYS_TEST_RELEASE"] = str(self.release)
         env["EXECSYS_STORE"] = self.store
+        env.update(self.extra_env)
         return env
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

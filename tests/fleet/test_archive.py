@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,3 +125,47 @@ def test_a_queued_delivery_is_driven_by_a_runner_elsewhere(store_url: str, tmp_p
         runner.terminate()
         runner.wait(timeout=60)
     assert log.read_text().splitlines() == ["one saw -", "two saw one"]
+
+
+@pytest.mark.parametrize(
+    "kill_at",
+    [
+        "archive-publish:2:before",  # step one's savepoint not yet sent
+        "archive-publish:2:after",  # archived and the archive's head moved; nothing local
+        "custody-advance:1:after",  # the local head moved too; the checkpoint did not commit
+    ],
+)
+def test_a_runner_killed_between_archiving_a_savepoint_and_its_checkpoint_loses_nothing(
+    store_url: str, tmp_path: Path, kill_at: str
+) -> None:
+    log = tmp_path / "turns.log"
+    a = machine(tmp_path / "a", store_url, log)
+    b = machine(tmp_path / "b", store_url, log)
+    # Another machine cannot see that a's process died: it waits out a's (short) lease.
+    a.extra_env = {"EXECSYS_FAULT_KILL_AT": kill_at, "EXECSYS_LEASE_TTL": "1"}
+    started = a.cli(
+        "run", "spec.yaml", "--input", "in.json", "--authority", "authority.yaml", "--json"
+    )
+    assert started.returncode == -9, (started.returncode, started.stderr)
+    assert log.read_text().splitlines() == ["one saw -"]
+    (delivery,) = b.statuses()
+    assert b.statuses()[delivery] == "running", "the dead runner's delivery waits for a directive"
+
+    # Continued on b, which never saw it: step one runs again on the savepoint before it,
+    # whatever the archive's head said when a died.
+    time.sleep(1.2)
+    recovered = b.cli("recover", delivery, "--directive", "continue", "--reason", "a died")
+    assert recovered.returncode == 0, recovered.stderr
+    assert b.statuses()[delivery] == "waiting"
+    assert approve(b, delivery) == "completed"
+    assert log.read_text().splitlines() == ["one saw -", "one saw -", "two saw one"]
+    workspace = tmp_path / "b" / ".execsys" / "custody" / "workspaces" / delivery
+    assert (workspace / "notes.txt").read_text() == "one\ntwo\n"
+    heads = []
+    for fleet in (a, b):
+        fleet.extra_env = {}
+        shown = fleet.cli("inspect", delivery, "--json")
+        assert shown.returncode == 0, shown.stderr
+        heads.append(json.loads(shown.stdout)["custody"]["head"])
+        assert fleet.cli("journal", "verify", delivery).returncode == 0
+    assert heads[0] == heads[1]
