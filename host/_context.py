@@ -102,6 +102,10 @@ class DeliveryContext:
     """Set when a terminal is reached or a stop is requested: in-flight turns end."""
     stop_reason: str = ""
     """Why ``stop`` was set: terminal, failed, intervention, or stop (an operator)."""
+    drain: bool = False
+    """Set when the runner shuts down: no node starts from now on (decision 0132)."""
+    handed_back: bool = False
+    """Set when a node did not start because of ``drain``: the delivery goes back to the queue."""
     stop_request: dict[str, str] = field(default_factory=dict)
     """For an operator's stop: ``actor`` and ``reason`` (journaled on what it halts)."""
     sleep: Callable[[float], Any] = asyncio.sleep
@@ -363,11 +367,13 @@ class StepWriter:
         code: ErrorCode,
         *,
         actor: Mapping[str, str] | None = None,
+        interrupt: bool = True,
     ) -> None:
         """Block this node's activation (journaled) and set the delivery's status.
 
         The node keeps its scheduled site, so ``recover continue`` re-runs the same
-        attempt and ``recover intervene`` can complete or fail it.
+        attempt and ``recover intervene`` can complete or fail it. With
+        ``interrupt`` (the default) the turns of other nodes in flight end too.
         """
         site = self.current("pending", self.node)
         if site is not None and self.node not in (self.updates.get("halted") or {}):
@@ -390,5 +396,6 @@ class StepWriter:
                 "halted", self.node, {"status": status, "code": code.value, "message": message}
             )
         self.status(status, outcome=code.value, message=message)
-        self.ctx.stop_reason = self.ctx.stop_reason or status
-        self.ctx.stop.set()
+        if interrupt:
+            self.ctx.stop_reason = self.ctx.stop_reason or status
+            self.ctx.stop.set()

@@ -103,6 +103,10 @@ class HostCore:
         self._substrate: Substrate | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self.active: dict[str, DeliveryContext] = {}
+        self.draining = False
+        """Set by :meth:`drain`: every drive hands its delivery back at the next boundary."""
+        self.handed_back: set[str] = set()
+        """Deliveries whose last drive here ended handed back (see :meth:`drain`)."""
         """Deliveries this process is driving now, by id (a stop reaches them directly)."""
         self._runs: dict[str, asyncio.Future[Any]] = {}
         """The thread run driving each active delivery (a lost lease cancels it)."""
@@ -241,6 +245,8 @@ class HostCore:
             await asyncio.to_thread(self.archived.prepare, did)
         self.journals.drive(delivery)
         ctx = ctx or self.context(delivery)
+        ctx.drain = ctx.drain or self.draining
+        self.handed_back.discard(did)
         self.active[did] = ctx
         watcher = asyncio.ensure_future(self._watch_stop(did, ctx))
         run = asyncio.ensure_future(self.substrate.run(delivery, first, token, ctx))
@@ -266,8 +272,21 @@ class HostCore:
             self._runs.pop(did, None)
             self.active.pop(did, None)
             self.journals.release(did)
+            if ctx.handed_back:
+                self.handed_back.add(did)
         if ctx.stop_reason == "stop":
             clear_stop(self.leases, did)
+
+    def drain(self) -> None:
+        """Stop starting nodes: each delivery driven here ends at its next step boundary.
+
+        Turns in flight finish and commit; a node that has not begun stays
+        scheduled, and the delivery's status says it was handed back (a runner
+        that shuts down queues it again: :func:`host._queue.drive_queued`).
+        """
+        self.draining = True
+        for ctx in self.active.values():
+            ctx.drain = True
 
     def _lease_lost(self, delivery_id: str) -> None:
         """A renewal found the lease taken over: stop driving at once, write nothing more."""

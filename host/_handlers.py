@@ -34,6 +34,18 @@ async def handle(
     writer = StepWriter(ctx, state, node_id)
     node = ctx.info.graph.nodes[node_id]
     wake = (state.get("wake") or {}).get(node_id)
+    if ctx.drain and not ctx.stop_reason and _may_hand_back(state, node_id, wake):
+        # The runner shuts down and this node has invoked nothing yet: it is halted
+        # (journaled) for the next runner's 'continue'; turns in flight elsewhere
+        # finish and commit.
+        writer.halt(
+            "stopped",
+            f"handed back before '{node_id}' ran: its runner is shutting down",
+            ErrorCode.STOP_REQUESTED,
+            interrupt=False,
+        )
+        ctx.handed_back = True
+        return finish(writer)
     if wake is not None:
         writer.put("wake", node_id, None)
     if is_halted(state):
@@ -69,3 +81,14 @@ async def handle(
     elif isinstance(node, TerminalNode):
         terminal(writer, node_id, node, site)
     return finish(writer)
+
+
+def _may_hand_back(state: Mapping[str, Any], node_id: str, wake: Any) -> bool:
+    """Whether a draining runner may leave ``node_id`` to another runner.
+
+    A node that is scheduled and has invoked nothing: not one woken by an
+    answer, a resolution or a directive (the continuation someone asked for),
+    nor an action that already asked a question and waits for its next turn.
+    """
+    site = (state.get("pending") or {}).get(node_id)
+    return wake is None and site is not None and int(site.get("turn", 1)) == 1

@@ -17,6 +17,7 @@ from contracts import AdmittedDelivery, ErrorCode, ExecsysError
 from contracts._status import DeliveryStatus, StatusReport
 from host import _directives
 from host._core import HostCore, first_input
+from host._queued import queue_request
 
 
 async def drive_queued(host: HostCore, delivery_id: str) -> StatusReport | None:
@@ -49,6 +50,8 @@ async def drive_queued(host: HostCore, delivery_id: str) -> StatusReport | None:
                 except ExecsysError:
                     _put_back(host, delivery_id, queued)
                     raise
+            if delivery_id in host.handed_back:
+                _requeue(host, delivery_id)
         finally:
             host.leases.release(delivery_id)
     return host.status(delivery_id)
@@ -86,3 +89,20 @@ def _put_back(host: HostCore, delivery_id: str, queued: dict[str, Any]) -> None:
     detail["message"] = f"queued {queued['op']} was refused; " + str(was.get("message") or "")
     with host.leases.transaction(delivery_id) as tx:
         tx.set_status(delivery_id, was["status"], was["outcome"], detail, None)
+
+
+def _requeue(host: HostCore, delivery_id: str) -> None:
+    """A delivery handed back by this draining runner: queue a continue for the next one."""
+    row = host.store.delivery(delivery_id)
+    if row is None or row["status"] != DeliveryStatus.STOPPED.value:
+        return  # something else ended the drive (a failure, a terminal): that stands
+    request = {
+        "directive": "continue",
+        "actor": f"runner {host.holder}",
+        "reason": "handed back: its runner shut down",
+        "node": None,
+        "result": None,
+        "fail": False,
+        "savepoint": None,
+    }
+    queue_request(host, delivery_id, "recover", request)

@@ -6,8 +6,9 @@ lease manager every TTL/3). On PostgreSQL it ``LISTEN``s on a connection of its
 own and looks as soon as a delivery is queued; it also looks every
 ``--poll-interval`` seconds (the only way on SQLite, and the fallback while the
 listening connection is lost). SIGTERM or SIGINT stops the claiming; the
-deliveries in hand are driven to their next stop, their leases released, and
-the process exits 0.
+turns in flight finish and commit, and each delivery in hand goes back to the
+queue at its next step boundary (a ``continue`` for the next runner), its lease
+released; then the process exits 0.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Server:
         """Store failures in a row of the claim loop (0: the store answers)."""
 
     def stop(self) -> None:
-        """The signal handler: stop claiming, finish what is in hand."""
+        """The signal handler: stop claiming; hand what is in hand back at its next boundary."""
+        self.host.drain()
         self.stopping.set()
         self.nudge.set()
 

@@ -40,7 +40,7 @@ def test_two_runners_drain_the_queue_running_every_turn_once(fleet: Fleet) -> No
     assert len(driven) == len(deliveries)
 
 
-def test_sigterm_lets_the_step_in_flight_finish_and_releases_the_lease(fleet: Fleet) -> None:
+def test_sigterm_lets_the_step_in_flight_finish_and_hands_the_delivery_back(fleet: Fleet) -> None:
     delivery = fleet.submit(1)
     runner = fleet.serve("a")
     try:
@@ -57,11 +57,29 @@ def test_sigterm_lets_the_step_in_flight_finish_and_releases_the_lease(fleet: Fl
         if runner.poll() is None:
             runner.kill()
     assert code == 0, (fleet.root / "a.err").read_text()
-    assert fleet.statuses() == {delivery: "completed"}
+    # The step in flight finished and committed; the next one did not start here.
+    assert set(fleet.turns()) == {(delivery, n, "1", "1", "1") for n in ("one", "slow")}
+    assert fleet.statuses() == {delivery: "queued"}
     inspected = json.loads(fleet.cli("inspect", delivery, "--json").stdout)
     assert inspected["lease"]["state"] == "released"
     assert json.loads(fleet.cli("runners", "--json").stdout) == {"runners": []}
     assert fleet.cli("runners").stdout == "no live runners\n"
+
+    # The next runner continues it: every turn ran once, the journal verifies.
+    other = fleet.serve("b")
+    try:
+        wait_until(lambda: fleet.statuses() == {delivery: "completed"}, what="completed on b")
+    finally:
+        assert stopped(other) == 0, (fleet.root / "b.err").read_text()
+    turns = fleet.turns()
+    assert set(turns.values()) == {1}
+    assert set(turns) == {(delivery, n, "1", "1", "1") for n in NODES}
+    verified = fleet.cli("journal", "verify", delivery)
+    assert verified.returncode == 0, verified.stderr
+    exported = fleet.cli("journal", "export", delivery).stdout.splitlines()
+    blocked = [json.loads(line) for line in exported if "handed back" in line]
+    assert {e["node"] for e in blocked} == {"three"}, "the journal says what was handed back"
+    assert "work-blocked" in [e["transition"] for e in blocked]
 
 
 def test_a_runner_started_on_an_idle_store_exits_0_on_sigint(fleet: Fleet) -> None:
