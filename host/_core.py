@@ -103,11 +103,11 @@ class HostCore:
         self._substrate: Substrate | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self.active: dict[str, DeliveryContext] = {}
+        """Deliveries this process is driving now, by id (a stop reaches them directly)."""
         self.draining = False
         """Set by :meth:`drain`: every drive hands its delivery back at the next boundary."""
         self.handed_back: set[str] = set()
         """Deliveries whose last drive here ended handed back (see :meth:`drain`)."""
-        """Deliveries this process is driving now, by id (a stop reaches them directly)."""
         self._runs: dict[str, asyncio.Future[Any]] = {}
         """The thread run driving each active delivery (a lost lease cancels it)."""
         self._records: OrderedDict[str, Any] = OrderedDict()

@@ -34,6 +34,11 @@ async def handle(
     writer = StepWriter(ctx, state, node_id)
     node = ctx.info.graph.nodes[node_id]
     wake = (state.get("wake") or {}).get(node_id)
+    if wake is not None:
+        writer.put("wake", node_id, None)
+    if is_halted(state):
+        abandon(writer, state)
+        return finish(writer)
     if ctx.drain and not ctx.stop_reason and _may_hand_back(state, node_id, wake):
         # The runner shuts down and this node has invoked nothing yet: it is halted
         # (journaled) for the next runner's 'continue'; turns in flight elsewhere
@@ -45,11 +50,6 @@ async def handle(
             interrupt=False,
         )
         ctx.handed_back = True
-        return finish(writer)
-    if wake is not None:
-        writer.put("wake", node_id, None)
-    if is_halted(state):
-        abandon(writer, state)
         return finish(writer)
     if ctx.stop_reason == "stop":
         # An operator's stop arrived between steps: nothing starts; whatever was
