@@ -56,8 +56,7 @@ async def recover(
                     path=delivery_id,
                     expected="a delivery that has not ended and is not queued",
                 )
-            request: dict[str, Any] = {"directive": kind.value, "actor": actor, "reason": reason}
-            request.update(node=node, result=result, fail=fail, savepoint=savepoint)
+            request = directive_request(kind, actor, reason, node, result, fail, savepoint)
             if queue:
                 queue_request(host, delivery_id, "recover", request)
             else:
@@ -65,6 +64,27 @@ async def recover(
         finally:
             host.leases.release(delivery_id)
     return host.status(delivery_id)
+
+
+def directive_request(
+    kind: RecoveryDirective,
+    actor: str,
+    reason: str,
+    node: str | None = None,
+    result: Any = None,
+    fail: bool = False,
+    savepoint: str | None = None,
+) -> dict[str, Any]:
+    """A directive as :func:`apply` takes it (and as a queued ``recover`` records it)."""
+    return {
+        "directive": kind.value,
+        "actor": actor,
+        "reason": reason,
+        "node": node,
+        "result": result,
+        "fail": fail,
+        "savepoint": savepoint,
+    }
 
 
 async def apply(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts import AdmittedDelivery, ErrorCode, ExecsysError
-from contracts._status import DeliveryStatus, StatusReport
+from contracts._status import DeliveryStatus, RecoveryDirective, StatusReport
 from host import _directives
 from host._core import HostCore, first_input
 from host._queued import queue_request
@@ -96,13 +96,7 @@ def _requeue(host: HostCore, delivery_id: str) -> None:
     row = host.store.delivery(delivery_id)
     if row is None or row["status"] != DeliveryStatus.STOPPED.value:
         return  # something else ended the drive (a failure, a terminal): that stands
-    request = {
-        "directive": "continue",
-        "actor": f"runner {host.holder}",
-        "reason": "handed back: its runner shut down",
-        "node": None,
-        "result": None,
-        "fail": False,
-        "savepoint": None,
-    }
+    request = _directives.directive_request(
+        RecoveryDirective.CONTINUE, f"runner {host.holder}", "handed back: its runner shut down"
+    )
     queue_request(host, delivery_id, "recover", request)
