@@ -144,6 +144,11 @@ async def run_action_turn(
         if ctx.stop_reason == "stop":
             writer.stopped_by_operator(f"during '{node_id}'")
             return
+        if ctx.stop_reason == "handback":
+            # The runner's grace ran out: the turn was ended and its workspace restored;
+            # the next runner's 'continue' runs the same attempt and turn again.
+            writer.hand_back(f"during '{node_id}'")
+            return
         writer.put("pending", node_id, None)
         writer.event(
             node_id,

@@ -101,11 +101,12 @@ class DeliveryContext:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when a terminal is reached or a stop is requested: in-flight turns end."""
     stop_reason: str = ""
-    """Why ``stop`` was set: terminal, failed, intervention, or stop (an operator)."""
+    """Why ``stop`` was set: terminal, failed, intervention, stop (an operator), or
+    handback (a draining runner's grace ran out: turns in flight end, decision 0134)."""
     drain: bool = False
     """Set when the runner shuts down: no node starts from now on (decision 0132)."""
     handed_back: bool = False
-    """Set when a node did not start because of ``drain``: the delivery goes back to the queue."""
+    """Set when a node was halted because of ``drain``: the delivery goes back to the queue."""
     stop_request: dict[str, str] = field(default_factory=dict)
     """For an operator's stop: ``actor`` and ``reason`` (journaled on what it halts)."""
     sleep: Callable[[float], Any] = asyncio.sleep
@@ -355,6 +356,20 @@ class StepWriter:
             ErrorCode.STOP_REQUESTED,
             actor={"id": who, "kind": "human"} if request.get("actor") else None,
         )
+
+    def hand_back(self, where: str) -> None:
+        """Halt this node for the next runner: this one is shutting down (decisions 0132, 0134).
+
+        Nothing else is interrupted by it: siblings in flight finish, unless the
+        runner's grace has run out, which has stopped them already.
+        """
+        self.halt(
+            "stopped",
+            f"handed back {where}: its runner is shutting down",
+            ErrorCode.STOP_REQUESTED,
+            interrupt=False,
+        )
+        self.ctx.handed_back = True
 
     def intervention(self, message: str, code: ErrorCode = ErrorCode.INTERVENTION_REQUIRED) -> None:
         """Halt this node and the delivery until an operator's directive (never a guess)."""

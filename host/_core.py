@@ -106,6 +106,8 @@ class HostCore:
         """Deliveries this process is driving now, by id (a stop reaches them directly)."""
         self.draining = False
         """Set by :meth:`drain`: every drive hands its delivery back at the next boundary."""
+        self.interrupting = False
+        """Set by ``drain(interrupt=True)``: turns in flight end too (decision 0134)."""
         self.handed_back: set[str] = set()
         """Deliveries whose last drive here ended handed back (see :meth:`drain`)."""
         self._runs: dict[str, asyncio.Future[Any]] = {}
@@ -246,6 +248,8 @@ class HostCore:
         self.journals.drive(delivery)
         ctx = ctx or self.context(delivery)
         ctx.drain = ctx.drain or self.draining
+        if self.interrupting:
+            _interrupt(ctx)
         self.handed_back.discard(did)
         self.active[did] = ctx
         watcher = asyncio.ensure_future(self._watch_stop(did, ctx))
@@ -277,16 +281,25 @@ class HostCore:
         if ctx.stop_reason == "stop":
             clear_stop(self.leases, did)
 
-    def drain(self) -> None:
+    def drain(self, *, interrupt: bool = False) -> int:
         """Stop starting nodes: each delivery driven here ends at its next step boundary.
 
         Turns in flight finish and commit; a node that has not begun stays
         scheduled, and the delivery's status says it was handed back (a runner
         that shuts down queues it again: :func:`host._queue.drive_queued`).
+
+        With ``interrupt`` (a runner whose grace ran out) the turns in flight end
+        as well: each executor is stopped, its workspace restored to the turn's
+        base savepoint, and its node halted as handed back, so the next runner
+        runs that attempt again. Returns how many deliveries this reached.
         """
         self.draining = True
+        self.interrupting = self.interrupting or interrupt
         for ctx in self.active.values():
             ctx.drain = True
+            if interrupt:
+                _interrupt(ctx)
+        return len(self.active)
 
     def _lease_lost(self, delivery_id: str) -> None:
         """A renewal found the lease taken over: stop driving at once, write nothing more."""
@@ -318,3 +331,10 @@ class HostCore:
                 ctx.stop.set()
                 return
             await asyncio.sleep(0.2)
+
+
+def _interrupt(ctx: DeliveryContext) -> None:
+    """End the turns in flight of a delivery being handed back (unless it stops already)."""
+    ctx.drain = True
+    ctx.stop_reason = ctx.stop_reason or "handback"
+    ctx.stop.set()

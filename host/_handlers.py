@@ -39,17 +39,11 @@ async def handle(
     if is_halted(state):
         abandon(writer, state)
         return finish(writer)
-    if ctx.drain and not ctx.stop_reason and _may_hand_back(state, node_id, wake):
+    if ctx.drain and ctx.stop_reason in ("", "handback") and _may_hand_back(state, node_id, wake):
         # The runner shuts down and this node has invoked nothing yet: it is halted
         # (journaled) for the next runner's 'continue'; turns in flight elsewhere
-        # finish and commit.
-        writer.halt(
-            "stopped",
-            f"handed back before '{node_id}' ran: its runner is shutting down",
-            ErrorCode.STOP_REQUESTED,
-            interrupt=False,
-        )
-        ctx.handed_back = True
+        # finish and commit, or end if the runner's grace has run out.
+        writer.hand_back(f"before '{node_id}' ran")
         return finish(writer)
     if ctx.stop_reason == "stop":
         # An operator's stop arrived between steps: nothing starts; whatever was

@@ -43,6 +43,13 @@ def register(commands: Any) -> None:
         help="seconds between looks for queued work when nothing wakes the runner "
         "(default 0.25; on PostgreSQL a queued delivery wakes it at once)",
     )
+    serve.add_argument(
+        "--drain-grace",
+        default="20",
+        metavar="S",
+        help="after SIGTERM or SIGINT, seconds turns in flight may run on before they are "
+        "ended and handed back to the queue (default 20; 0: at once; a second signal: at once)",
+    )
     add_lease_ttl(serve)
     serve.set_defaults(handler=_serve)
 
@@ -78,12 +85,18 @@ def _serve(args: argparse.Namespace) -> int:
     lease_ttl_s(args.lease_ttl)
     concurrency = _count(args.concurrency, "--concurrency")
     poll_s = _seconds(args.poll_interval, "--poll-interval")
+    grace_s = _seconds(args.drain_grace, "--drain-grace", least=0.0)
     executors_dir = Path(args.config).parent.absolute() if args.config else Path.cwd()
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     runner = open_runner(args.store, executors_dir, lease_ttl=args.lease_ttl)
     try:
         server = Server(
-            runner.host, concurrency=concurrency, name=name, as_json=args.json, poll_s=poll_s
+            runner.host,
+            concurrency=concurrency,
+            name=name,
+            as_json=args.json,
+            poll_s=poll_s,
+            grace_s=grace_s,
         )
         return asyncio.run(server.main())
     finally:
@@ -100,13 +113,15 @@ def _count(text: str, flag: str) -> int:
     return value
 
 
-def _seconds(text: str, flag: str) -> float:
+def _seconds(text: str, flag: str, *, least: float = 0.01) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = 0.0
-    if not 0.01 <= value <= 86400:  # also refuses nan
-        raise error(ErrorCode.USAGE, f"{flag} {text!r}", path=flag, expected="seconds 0.01..86400")
+        value = -1.0
+    if not least <= value <= 86400:  # also refuses nan
+        raise error(
+            ErrorCode.USAGE, f"{flag} {text!r}", path=flag, expected=f"seconds {least:g}..86400"
+        )
     return value
 
 

@@ -8,7 +8,9 @@ own and looks as soon as a delivery is queued; it also looks every
 listening connection is lost). SIGTERM or SIGINT stops the claiming; the
 turns in flight finish and commit, and each delivery in hand goes back to the
 queue at its next step boundary (a ``continue`` for the next runner), its lease
-released; then the process exits 0.
+released; then the process exits 0. Turns still running when ``--drain-grace``
+seconds have passed (or at a second signal) are ended, their workspaces
+restored, and their nodes handed back the same way (decision 0134).
 """
 
 from __future__ import annotations
@@ -33,19 +35,35 @@ BACKOFF_S = (0.25, 5.0)
 """The first and the longest wait before a runner that lost its store tries it again."""
 LISTEN_WAIT_S = 5.0
 """How long a starting runner waits for its listening connection before it relies on polling."""
+DRAIN_GRACE_S = 20.0
+"""How long turns in flight may run on after a shutdown signal before they are ended (default).
+
+Under an orchestrator's usual 30 s between SIGTERM and SIGKILL, with room left
+for the ended turns' restores and commits.
+"""
 
 
 class Server:
     """One runner's claim loop over a Host."""
 
     def __init__(
-        self, host: Any, *, concurrency: int, name: str, as_json: bool, poll_s: float = POLL_S
+        self,
+        host: Any,
+        *,
+        concurrency: int,
+        name: str,
+        as_json: bool,
+        poll_s: float = POLL_S,
+        grace_s: float = DRAIN_GRACE_S,
     ) -> None:
         self.host = host
         self.concurrency = concurrency
         self.name = name
         self.as_json = as_json
         self.poll_s = poll_s
+        self.grace_s = grace_s
+        self.grace: asyncio.TimerHandle | None = None
+        """The pending end of the drain's grace (set by the first signal)."""
         self.stopping = asyncio.Event()
         self.nudge = asyncio.Event()
         """Set to end the loop's wait early: a signal, a notification, a delivery done."""
@@ -56,10 +74,32 @@ class Server:
         """Store failures in a row of the claim loop (0: the store answers)."""
 
     def stop(self) -> None:
-        """The signal handler: stop claiming; hand what is in hand back at its next boundary."""
+        """The signal handler: stop claiming; hand what is in hand back at its next boundary.
+
+        The first signal starts the drain and its grace; a second one ends the
+        grace at once.
+        """
+        if self.stopping.is_set():
+            self.interrupt("a second signal")
+            return
         self.host.drain()
         self.stopping.set()
         self.nudge.set()
+        self.grace = asyncio.get_running_loop().call_later(
+            self.grace_s, self.interrupt, f"the {self.grace_s:g} s drain grace ran out"
+        )
+
+    def interrupt(self, why: str) -> None:
+        """End the turns still in flight: their nodes are handed back as well."""
+        if self.grace is not None:
+            self.grace.cancel()
+        reached = self.host.drain(interrupt=True)
+        if reached:
+            sys.stderr.write(
+                f"execsys: serve {terminal_safe(self.name)}: {why}; ending the turns "
+                f"of {reached} deliver{'y' if reached == 1 else 'ies'} in flight\n"
+            )
+            sys.stderr.flush()
 
     def wake(self) -> None:
         """Look for queued work now rather than at the next poll."""
@@ -111,6 +151,8 @@ class Server:
         while self.tasks:
             await asyncio.wait(list(self.tasks.values()), timeout=BEAT_S)
             self.beat(started)
+        if self.grace is not None:
+            self.grace.cancel()
         try:
             self.host.runner_gone(self.name)
         except Exception as exc:  # the row ages out of the listing on its own
