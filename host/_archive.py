@@ -102,8 +102,12 @@ class ArchivedCustody:
         self._heads[delivery] = savepoint
         self._digests[delivery] = frozenset(exported.digests)
 
-    def _fetch(self, delivery: DeliveryId, savepoint: SavepointId) -> None:
-        """Import an archived savepoint this custody lacks (contents checked on import)."""
+    def fetch(self, delivery: DeliveryId, savepoint: SavepointId) -> None:
+        """Import an archived savepoint this custody lacks (contents checked on import).
+
+        The workspace is not touched: an exported tree (``goal export``) needs
+        only the savepoint in the local cache.
+        """
         if self.custody.has_savepoint(delivery, savepoint):
             return
         entry = self.archive.savepoint(delivery, savepoint)
@@ -136,7 +140,7 @@ class ArchivedCustody:
         if local == head:
             return
         self._digests.pop(delivery, None)
-        self._fetch(delivery, SavepointId(head))
+        self.fetch(delivery, SavepointId(head))
         restored = self.custody.restore(delivery, SavepointId(head))
         if not restored.confirmed:
             raise error(
@@ -192,7 +196,7 @@ class ArchivedCustody:
 
     def restore(self, delivery: DeliveryId, savepoint: SavepointId) -> RestoreResult:
         """Fetch the savepoint if this machine lacks it, restore, then move the archived head."""
-        self._fetch(delivery, savepoint)
+        self.fetch(delivery, savepoint)
         restored = self.custody.restore(delivery, savepoint)
         if restored.confirmed and self._heads.get(delivery) != savepoint:
             with self._transaction(delivery) as tx:

@@ -58,13 +58,18 @@ def accepted(row: dict[str, Any], host: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def trees(custody: Any, delivery: str, facts: dict[str, Any]) -> Iterator[tuple[Path, Path]]:
-    """(base, accepted) trees written out of custody into a scratch folder, verified."""
-    savepoints = custody.savepoints(DeliveryId(delivery))
+def trees(
+    custody: Any, delivery: str, facts: dict[str, Any], first: SavepointId, head: SavepointId
+) -> Iterator[tuple[Path, Path]]:
+    """(base, accepted) trees written out of custody into a scratch folder, verified.
+
+    ``first`` is the delivery's first savepoint (the base) and ``head`` its
+    last (the accepted tree); both must be in ``custody``.
+    """
     with tempfile.TemporaryDirectory(prefix="execsys-export-") as scratch:
         base, accepted_tree = Path(scratch) / "base", Path(scratch) / "accepted"
-        custody.export(DeliveryId(delivery), savepoints[0].savepoint, base)
-        custody.export(DeliveryId(delivery), SavepointId(custody.head(delivery)), accepted_tree)
+        custody.export(DeliveryId(delivery), first, base)
+        custody.export(DeliveryId(delivery), head, accepted_tree)
         for tree, want, what in ((base, "base", "base"), (accepted_tree, "frozen", "accepted")):
             if source_digest(tree)[0] != facts[want]:
                 raise error(

@@ -12,7 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts import AuthorityPolicy, DeliveryId, ErrorCode, ExecsysError, NodeId, error
+from contracts import (
+    AuthorityPolicy,
+    DeliveryId,
+    ErrorCode,
+    ExecsysError,
+    NodeId,
+    SavepointId,
+    error,
+)
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
 from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
@@ -26,7 +34,7 @@ from execution_system.codeclosure._goal import (
 )
 from execution_system.codeclosure._graph import delivery_input, executors, render
 from execution_system.codeclosure._operations import OPERATIONS
-from execution_system.codeclosure._views import audit, goal_view, listed_status, runners_gone
+from execution_system.codeclosure._views import audit, goal_view, listed_status
 from execution_system.codeclosure.agents._checkrun import sweep
 from execution_system.custody import FileCustody
 from host import OPERATIONS as BUILTIN
@@ -219,7 +227,8 @@ class GoalRuntime:
         row = self.goals.get(goal_id)
         facts = accepted(row, self.host)
         custody = self._custody()
-        with trees(custody, row["delivery"], facts) as (base, after):
+        ends = self._ends(row["delivery"])
+        with trees(custody, row["delivery"], facts, *ends) as (base, after):
             paths = changed(base, after)
             if fmt == "bundle":
                 if output is None:
@@ -234,24 +243,42 @@ class GoalRuntime:
             else:
                 report = {**facts, "format": "patch", "files": paths}
                 report["patch"] = unified_diff(base, after, paths)
-        report["workspace_released"] = custody.release(row["delivery"])
+        delivery = DeliveryId(row["delivery"])
+        report["workspace_released"] = custody.release(delivery)
         report["savepoints_pruned"] = 0
-        if not keep_history:
-            delivery = DeliveryId(row["delivery"])
-            first = custody.savepoints(delivery)[0].savepoint  # the base, as trees() reads it
-            report["savepoints_pruned"] = custody.prune(delivery, (first,)).savepoints
+        if not keep_history and _has_head(custody, delivery):
+            # This machine's copy alone: a machine that only exported the goal holds
+            # the two trees and has no head; the archive keeps every generation.
+            report["savepoints_pruned"] = custody.prune(delivery, (ends[0],)).savepoints
         return report
 
     def apply(self, goal_id: str, target: str) -> dict[str, Any]:
         """Write the accepted change onto ``target``, a clean copy of the goal's base."""
         row = self.goals.get(goal_id)
         facts = accepted(row, self.host)
-        with trees(self._custody(), row["delivery"], facts) as (base, after):
+        ends = self._ends(row["delivery"])
+        with trees(self._custody(), row["delivery"], facts, *ends) as (base, after):
             paths = apply_to(Path(target), base, after, facts)
         return {**facts, "to": str(Path(target).resolve()), "files": paths}
 
     def _custody(self) -> FileCustody:
         return FileCustody(data_dir(self.config) / "custody")
+
+    def _ends(self, delivery: str) -> tuple[SavepointId, SavepointId]:
+        """The goal's base and accepted savepoints, in this machine's custody cache.
+
+        On a store that archives custody (PostgreSQL), the archive names them and
+        they are fetched if this machine never held the goal's delivery.
+        """
+        did = DeliveryId(delivery)
+        archived = self.host.archived
+        if archived is None:
+            custody = self._custody()
+            return custody.savepoints(did)[0].savepoint, custody.head(did)
+        base, head = archived.savepoints(did)[0].savepoint, archived.head(did)
+        for savepoint in (base, head):
+            archived.fetch(did, savepoint)
+        return base, head
 
     def view(self, goal_id: str) -> dict[str, Any]:
         """The goal's status document."""
@@ -264,9 +291,13 @@ class GoalRuntime:
     def list(self) -> list[dict[str, Any]]:
         """Every goal, with its run status (derived like ``goal status``'s)."""
         rows = self.goals.list()
-        statuses = {row["goal"]: listed_status(row, self.host, set()) for row in rows}
-        if "RUNNING" in statuses.values():
-            # Only then is it worth asking which runners are gone.
-            gone = runners_gone(self.host)
-            statuses = {row["goal"]: listed_status(row, self.host, gone) for row in rows}
+        statuses = {row["goal"]: listed_status(row, self.host) for row in rows}
         return [{**row, "run_status": statuses[row["goal"]]} for row in rows]
+
+
+def _has_head(custody: FileCustody, delivery: DeliveryId) -> bool:
+    try:
+        custody.head(delivery)
+    except ExecsysError:
+        return False
+    return True

@@ -38,12 +38,13 @@ def run_status(
     outcome: str | None,
     failed_code: str | None,
     *,
-    runner_gone: bool = False,
+    runner_lost: str | None = None,
 ) -> tuple[RunStatus, str]:
     """(run status, detail) from the goal's and its delivery's states.
 
-    A delivery still marked running whose runner holds no lease any more was
-    interrupted (the runner was killed or crashed): BLOCKED, not RUNNING.
+    A delivery still marked running whose runner holds no live lease any more
+    was interrupted: BLOCKED, not RUNNING. ``runner_lost`` says how (see
+    :func:`runner_lost`).
     """
     if state == "CANCELLED" or delivery_status == "cancelled":
         return RunStatus.CANCELLED, "cancelled by request (never closed)"
@@ -53,7 +54,11 @@ def run_status(
         return RunStatus.CLOSED, "closed with a current ACCEPT"
     if delivery_status in {"suspended", "waiting"}:
         return RunStatus.WAITING_FOR_INPUT, delivery_status
-    if delivery_status == "running" and runner_gone:
+    if delivery_status == "running" and runner_lost == "hung":
+        return RunStatus.BLOCKED, (
+            "interrupted: its runner stopped renewing its lease (hung, or its machine is down)"
+        )
+    if delivery_status == "running" and runner_lost:
         return RunStatus.BLOCKED, "interrupted: its runner is gone (killed or crashed)"
     if delivery_status == "running":
         return RunStatus.RUNNING, "running (its runner is alive)"
@@ -118,7 +123,7 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
         report.status.value,
         report.outcome,
         failed_code if report.status == "failed" else None,
-        runner_gone=report.status == "running" and _runner_gone(host, row["delivery"]),
+        runner_lost=runner_lost(host, row["delivery"]) if report.status == "running" else None,
     )
     phase = "DISCOVERY"
     for event in events:
@@ -144,8 +149,8 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
     return view
 
 
-def listed_status(row: dict[str, Any], host: Any, gone: set[str]) -> str:
-    """The run status alone, cheaply (for listings): ``gone`` = deliveries whose runner is gone."""
+def listed_status(row: dict[str, Any], host: Any) -> str:
+    """The run status alone, cheaply (for listings)."""
     if row["delivery"] is None:
         return run_status(row["state"], None, None, None)[0].value
     try:
@@ -166,26 +171,22 @@ def listed_status(row: dict[str, Any], host: Any, gone: set[str]) -> str:
             ),
             None,
         )
-    found, _ = run_status(
-        row["state"], status, report.outcome, failed_code, runner_gone=row["delivery"] in gone
-    )
+    lost = runner_lost(host, row["delivery"]) if status == "running" else None
+    found, _ = run_status(row["state"], status, report.outcome, failed_code, runner_lost=lost)
     return found.value
 
 
-def runners_gone(host: Any) -> set[str]:
-    """Deliveries marked running whose runner holds no lease (killed or crashed)."""
-    return {
-        item.delivery
-        for item in host.needs_directive()
-        if any("runner is gone" in reason for reason in item.reasons)
-    }
+def runner_lost(host: Any, delivery: str) -> str | None:
+    """How a delivery marked running lost its runner: None while a live runner holds it.
 
-
-def _runner_gone(host: Any, delivery: str) -> bool:
-    for item in host.needs_directive():
-        if item.delivery == delivery:
-            return any("runner is gone" in reason for reason in item.reasons)
-    return False
+    ``gone``: its runner's process on this machine is dead, or it let go of the
+    lease without finishing the step; ``hung``: the lease expired unrenewed,
+    which is all another machine can tell of a runner that was killed there.
+    """
+    state = host.leases.state(delivery)["state"]
+    if state == "held":
+        return None
+    return "hung" if state == "expired" else "gone"
 
 
 def next_action(status: RunStatus, goal: str, version: int, outcome: str | None) -> str:

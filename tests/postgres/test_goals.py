@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +23,18 @@ from tests.codeclosure.helpers import CALC, CHECK_PATH, Sample, make_sample
 EXECSYS = str(Path(sys.executable).with_name("execsys"))
 
 
-def _cli(sample: Sample, url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    # The working directory holds the data folder (.execsys) a PostgreSQL store uses.
+def _cli(
+    sample: Sample, url: str, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    # The working directory holds the data folder (.execsys) a PostgreSQL store uses:
+    # another one stands for another machine.
     env = {k: v for k, v in os.environ.items() if k != "EXECSYS_STORE"}
     return subprocess.run(
         [EXECSYS, *args, "--store", url],
         capture_output=True,
         text=True,
         timeout=180,
-        cwd=sample.root,
+        cwd=cwd or sample.root,
         env=env,
         check=False,
     )
@@ -102,6 +107,42 @@ def test_a_goal_runs_to_acceptance_and_exports_on_postgresql(tmp_path: Path, pg_
     assert _goal_rows(pg_url) == [(goal, 2, "STARTED")]
 
 
+@pytest.mark.timeout(300)
+def test_a_goal_closed_on_one_machine_is_exported_and_applied_on_another(
+    tmp_path: Path, pg_url: str
+) -> None:
+    sample = make_sample(tmp_path)
+    goal = str(_create(sample, pg_url, "direct")["goal"])
+    started = _cli(sample, pg_url, "goal", "start", goal, "--expected-version", "1", "--json")
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["run_status"] == "CLOSED"
+
+    # Another machine: its own empty data folder and a clean checkout of the base.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    checkout = tmp_path / "checkout"
+    shutil.copytree(sample.project, checkout)
+    bundle = elsewhere / "change.bundle"
+    exported = _cli(sample, pg_url, "goal", "export", goal, "--json", cwd=elsewhere)
+    assert exported.returncode == 0, exported.stderr
+    change = json.loads(exported.stdout)
+    assert change["files"] == [CALC]
+    assert "+    return a + b" in change["patch"]
+    again = _cli(
+        sample, pg_url, "goal", "export", goal, "--format", "bundle", "--output", str(bundle),
+        "--json", cwd=elsewhere,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["manifest"] == change["manifest"], "the same change"
+    applied = _cli(sample, pg_url, "goal", "apply", goal, "--to", str(checkout), cwd=elsewhere)
+    assert applied.returncode == 0, applied.stderr
+    assert (checkout / CALC).read_text() == "def add(a, b):\n    return a + b\n"
+    # The machine that ran the goal still exports it (its cache was released, not needed).
+    first = _cli(sample, pg_url, "goal", "export", goal, "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["patch"] == change["patch"]
+
+
 def test_a_ready_goal_is_cancelled_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     sample = make_sample(tmp_path)
     goal = str(_create(sample, pg_url, "direct")["goal"])
@@ -150,3 +191,46 @@ def test_the_console_serves_goals_of_a_postgresql_store(
     assert [(g["goal"], g["run_status"]) for g in listed.json()["goals"]] == [(goal, "CLOSED")]
     assert audit.status_code == 200 and audit.json()["run_status"] == "CLOSED"
     assert exported.status_code == 200 and "+    return a + b" in exported.text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_goal_whose_runner_was_killed_is_resumed_and_exported_on_another_machine(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.codeclosure.test_recovery import Setup, _alive, _wait_for
+
+    setup = Setup(tmp_path)
+    setup.store = pg_url
+    setup.env["EXECSYS_LEASE_TTL"] = "2"  # how soon another machine may take over
+    here, there = tmp_path / "here", tmp_path / "there"  # each its own data folder
+    here.mkdir()
+    there.mkdir()
+    monkeypatch.chdir(here)
+    goal = setup.create()
+    runner = setup.start_in_background(goal)
+    _wait_for(setup.check_pids, "the check to start")
+    (check,) = setup.check_pids()
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    _wait_for(lambda: not _alive(check), "the check process to end")
+
+    # Another machine cannot see that process die: it sees the lease expire.
+    monkeypatch.chdir(there)
+    assert not (there / ".execsys" / "custody").exists()
+    _wait_for(lambda: setup.status(goal)["run_status"] == "BLOCKED", "the lease to expire")
+    view = setup.status(goal)
+    assert "stopped renewing its lease" in view["detail"]
+    assert view["next"].startswith(f"execsys goal resume {goal} --expected-version 2")
+    listed = json.loads(setup.cli("goal", "status", "--json").stdout)["goals"]
+    assert [g["run_status"] for g in listed] == ["BLOCKED"]
+    (setup.marks / "release").write_text("")
+    done = setup.cli("goal", "resume", goal, "--expected-version", "2", "--reason", "killed")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert setup.status(goal)["run_status"] == "CLOSED"
+    exported = setup.cli("goal", "export", goal, "--json")
+    assert exported.returncode == 0, exported.stderr
+    change = json.loads(exported.stdout)
+    assert change["files"] == [CALC]
+    assert "+    return a + b" in change["patch"]
+    assert change["workspace_released"] is True, "the goal's workspace was here now"
