@@ -15,10 +15,8 @@ after it would be a guess); graph-rule violations are collected and, with
 
 from __future__ import annotations
 
-import gc
 import hashlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +26,7 @@ from pydantic import ValidationError
 from contracts._canonical import canonical_bytes
 from contracts._delivery import AdmittedDelivery, AuthorityPolicy, graph_digest
 from contracts._errors import ErrorCode, ExecsysError, error
+from contracts._gc import collector_paused
 from contracts._ids import Digest
 from contracts._journal import JournalEvent, JournalHeader, NodeDecl
 from contracts._spec import ControlGraph, WaitNode
@@ -198,7 +197,9 @@ def audit_bundle(
             )
         )
         return report
-    with _collector_paused():
+    # The replay state grows by a few acyclic containers per event: collections
+    # would only re-scan it (a fifth of a large audit's time without the pause).
+    with collector_paused():
         _audit(
             report,
             bundle.journal,
@@ -247,27 +248,9 @@ def audit_journal(
     admitted delivery, so it is reported, not checked.
     """
     report = AuditReport()
-    with _collector_paused():
+    with collector_paused():
         _audit(report, lines, graph, policy, None, None, None, all_violations)
     return report
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cycle collector while the audit builds its replay state.
-
-    The replay state grows by a few container objects per event and has no
-    reference cycles, so every collection the allocations would trigger only
-    re-scans it to find nothing; on a large journal that was a fifth of the
-    audit's time. The collector is switched back on (if it was on) afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _loader(bundle: Bundle) -> Callable[[str, int], Any] | None:
