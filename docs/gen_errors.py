@@ -331,7 +331,10 @@ def render() -> str:
         "",
         "Exit status: **2** for a malformed request, document or configuration (fix",
         "the input and retry), **1** for a well-formed request the system refused or",
-        "could not carry out (`contracts.exit_status`).",
+        "could not carry out (`contracts.exit_status`). A command that drives",
+        "deliveries and receives SIGINT or SIGTERM stops them at a safe boundary, prints",
+        "what it would have printed and exits **130** or **143** (128 + the signal's",
+        "number; decision 0136).",
         "",
     ]
     for title, codes in groups():

@@ -108,6 +108,8 @@ class HostCore:
         """Set by :meth:`drain`: every drive hands its delivery back at the next boundary."""
         self.interrupting = False
         """Set by ``drain(interrupt=True)``: turns in flight end too (decision 0134)."""
+        self.stopping = ""
+        """Set by :meth:`stop_all` (its reason): every drive here stops as an operator's would."""
         self.handed_back: set[str] = set()
         """Deliveries whose last drive here ended handed back (see :meth:`drain`)."""
         self._runs: dict[str, asyncio.Future[Any]] = {}
@@ -250,6 +252,8 @@ class HostCore:
         ctx.drain = ctx.drain or self.draining
         if self.interrupting:
             _interrupt(ctx)
+        if self.stopping:
+            _stop(ctx, self.stopping)
         self.handed_back.discard(did)
         self.active[did] = ctx
         watcher = asyncio.ensure_future(self._watch_stop(did, ctx))
@@ -301,6 +305,20 @@ class HostCore:
                 _interrupt(ctx)
         return len(self.active)
 
+    def stop_all(self, reason: str) -> int:
+        """Stop every delivery this process drives, and any it starts driving from now on.
+
+        What an operator's ``stop`` does, asked of this process itself (an inline
+        command that received SIGINT or SIGTERM): turns in flight end, their
+        workspaces are restored, the nodes are halted with ``reason`` and each
+        delivery rests ``stopped`` until a directive. Returns how many
+        deliveries were being driven.
+        """
+        self.stopping = reason
+        for ctx in self.active.values():
+            _stop(ctx, reason)
+        return len(self.active)
+
     def _lease_lost(self, delivery_id: str) -> None:
         """A renewal found the lease taken over: stop driving at once, write nothing more."""
         run = self._runs.get(delivery_id)
@@ -337,4 +355,12 @@ def _interrupt(ctx: DeliveryContext) -> None:
     """End the turns in flight of a delivery being handed back (unless it stops already)."""
     ctx.drain = True
     ctx.stop_reason = ctx.stop_reason or "handback"
+    ctx.stop.set()
+
+
+def _stop(ctx: DeliveryContext, reason: str) -> None:
+    """An operator's stop without an operator's name: ``reason`` says who asked."""
+    if not ctx.stop_request:
+        ctx.stop_request = {"actor": "", "reason": reason}
+    ctx.stop_reason = ctx.stop_reason or "stop"
     ctx.stop.set()

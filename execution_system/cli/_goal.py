@@ -12,6 +12,7 @@ from typing import Any
 from contracts import ErrorCode, error
 from execution_system.cli._options import add_lease_ttl
 from execution_system.cli._output import emit, emit_json
+from execution_system.cli._signals import interruptible
 
 DEFAULT_CHECK = "tests=PYTHON -m pytest -q -p no:cacheprovider, PYTHON = the project's Python"
 
@@ -240,9 +241,11 @@ def _lifecycle(args: argparse.Namespace) -> int:
                 from execution_system import load_document, parse_authority
 
                 authority = parse_authority(load_document(args.authority))
-            view = asyncio.run(runtime.start(args.goal, args.expected_version, authority=authority))
+            started = runtime.start(args.goal, args.expected_version, authority=authority)
+            view = asyncio.run(interruptible(runtime.host, started))
         elif args.action == "resume":
-            view = asyncio.run(runtime.resume(args.goal, args.expected_version, args.reason))
+            resumed = runtime.resume(args.goal, args.expected_version, args.reason)
+            view = asyncio.run(interruptible(runtime.host, resumed))
         else:
             view = asyncio.run(runtime.cancel(args.goal, args.expected_version, args.reason))
     finally:

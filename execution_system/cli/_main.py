@@ -91,7 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(arguments)
         handler: Handler = args.handler
-        return handler(args)
+        status = handler(args)
+        from execution_system.cli._signals import describe, exit_status
+
+        interrupted = exit_status()
+        if interrupted is not None:
+            sys.stderr.write(f"execsys: {describe()}\n")
+            return interrupted
+        return status
     except ExecsysError as exc:
         return report_error(exc, as_json)
     except BrokenPipeError:

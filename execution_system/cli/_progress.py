@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from contracts import ExecsysError
+from execution_system.cli._signals import interruptible
 
 T = TypeVar("T")
 
@@ -44,12 +45,15 @@ def describe(event: dict[str, Any], elapsed: float) -> str:
 
 
 async def follow(host: Any, delivery: str, operation: Awaitable[T], *, enabled: bool) -> T:
-    """Await ``operation``, printing the delivery's new journal events while it runs."""
+    """Await ``operation``, printing the delivery's new journal events while it runs.
+
+    SIGINT and SIGTERM stop what it drives at a safe boundary (``_signals``).
+    """
     if not enabled:
-        return await operation
+        return await interruptible(host, operation)
     seen = max(1, len(_lines(host, delivery)))
     started = time.monotonic()
-    task = asyncio.ensure_future(operation)
+    task = asyncio.ensure_future(interruptible(host, operation))
 
     def show() -> None:
         nonlocal seen

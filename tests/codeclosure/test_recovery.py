@@ -166,3 +166,37 @@ def test_cancel_during_a_check_ends_it_and_removes_its_scratch_copy(tmp_path: Pa
     assert not setup.scratch()
     view = setup.status(goal)
     assert view["run_status"] == "CANCELLED"
+
+
+def test_sigterm_to_goal_start_stops_the_check_and_resume_finishes_it(tmp_path: Path) -> None:
+    setup = Setup(tmp_path)
+    goal = setup.create()
+    runner = subprocess.Popen(
+        [EXECSYS, "goal", "start", goal, "--expected-version", "1", "--store", setup.store],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=setup.env,
+        text=True,
+    )
+    try:
+        _wait_for(setup.check_pids, "the check to start")
+        (check,) = setup.check_pids()
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    assert runner.returncode == 128 + signal.SIGTERM, err
+    assert err.splitlines()[-1].startswith("execsys: interrupted (SIGTERM): ")
+    # The check ended with its turn, and its scratch copy went with it.
+    _wait_for(lambda: not _alive(check), "the check process to end")
+    _wait_for(lambda: not setup.scratch(), "the scratch copy to be removed")
+    view = setup.status(goal)
+    assert (view["run_status"], view["delivery_status"]) == ("BLOCKED", "stopped")
+    assert view["next"].startswith(f"execsys goal resume {goal} --expected-version 2")
+
+    (setup.marks / "release").write_text("")
+    done = setup.cli("goal", "resume", goal, "--expected-version", "2", "--reason", "stopped")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert setup.status(goal)["run_status"] == "CLOSED"

@@ -203,3 +203,62 @@ def test_continue_kills_a_leftover_of_the_interrupted_attempt_before_it_runs_aga
         if escaped.poll() is None:
             escaped.kill()
             escaped.wait()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_run_stops_the_delivery_and_restores_its_workspace(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "execsys.yaml").write_text(
+        f"executors:\n  writer: {{command: [{sys.executable}, {HERE / 'agents' / 'writer.py'}]}}\n"
+    )
+
+    def default_sigint() -> None:  # as on a terminal, whatever this test process ignores
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    run = subprocess.Popen(
+        [EXECSYS, "run", "spec.yaml", "--json"],
+        env=_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    try:
+        _wait(lambda: (tmp_path / "ready").exists())
+        pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+        workspace = Path(_workspace(tmp_path))
+        _wait(lambda: (workspace / "src" / "late.txt").exists())
+        run.send_signal(sig)
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 128 + sig, err
+    assert err.splitlines()[-1].startswith(f"execsys: interrupted ({sig.name}): ")
+    assert json.loads(out)["status"] == "stopped", "it still says where the delivery is"
+    # The turn ended with its whole process tree, and nothing it wrote stays.
+    assert not any(_alive(pid) for pid in pids)
+    assert not (workspace / "src").exists()
+
+    delivery = str(json.loads(out)["delivery"])
+    edit = [e for e in _events(tmp_path, delivery) if e["node"] == "edit"]
+    assert [e["transition"] for e in edit] == ["work-started", "work-blocked"]
+    assert edit[-1]["error"]["message"] == (
+        f"stopped by an operator during 'edit': its process received {sig.name}"
+    )
+    status = _cli(tmp_path, "status").stdout
+    assert "stopped" in status and "directive" in status
+
+    done = _cli(tmp_path, "recover", delivery, "--directive", "continue", "--reason", "go on")
+    assert done.returncode == 0, done.stderr
+    assert "completed" in done.stdout
+    turns = (tmp_path / "turns.log").read_text().splitlines()
+    assert turns == ["edit 1 1 1", "edit 1 1 1"], "the stopped turn ran again, once"
+    verified = json.loads(_cli(tmp_path, "journal", "verify", delivery, "--json").stdout)
+    assert verified["ok"] is True
+    audited = _cli(tmp_path, "journal", "audit", delivery, "--json")
+    assert audited.returncode == 0, audited.stdout + audited.stderr

@@ -3,7 +3,8 @@
 Attempt 1 writes ``src/x.txt``, starts a child in a session of its own that
 keeps appending to ``src/late.txt`` (an orphan in the making), records the pids
 and its invocation id in $CRASH_DIR, signals readiness and then hangs until it
-is killed. Later attempts write nothing and complete.
+is killed. Later attempts, and attempt 1 run again once it has signalled
+readiness (after a stop), write nothing and complete.
 """
 
 import json
@@ -17,7 +18,7 @@ request = json.load(sys.stdin)
 control = Path(os.environ["CRASH_DIR"])
 with open(control / "turns.log", "a") as log:
     log.write(f"{request['node']} {request['activation']} {request['attempt']} {request['turn']}\n")
-if request["attempt"] == 1:
+if request["attempt"] == 1 and not (control / "ready").exists():
     Path("src").mkdir(exist_ok=True)
     Path("src/x.txt").write_text("written by the attempt that is killed\n")
     child = subprocess.Popen(
