@@ -20,7 +20,7 @@ the head already archived. See ``docs/decisions/0122-custody-archive.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from contracts import (
@@ -42,16 +42,11 @@ from contracts import (
 from host import _faults
 from host.storage import ArchivedSavepoint, CustodyArchive, StorageTx
 
-#: Contents sent or fetched per store round trip.
-_BATCH = 256
+#: Bytes of contents sent per transaction (a larger content goes alone).
+BATCH_BYTES = 16 * 1024 * 1024
 
 Fenced = Callable[[str], AbstractContextManager[StorageTx]]
 """A write transaction that first proves the caller holds the delivery's lease."""
-
-
-def _runs(digests: Sequence[str]) -> Iterator[Sequence[str]]:
-    for start in range(0, len(digests), _BATCH):
-        yield digests[start : start + _BATCH]
 
 
 class ArchivedCustody:
@@ -90,8 +85,7 @@ class ArchivedCustody:
                 missing = self.archive.put(tx, delivery, savepoint, entry, refs, blobs)
             if not missing:
                 break
-            for run in _runs(missing):
-                blobs.update(self.custody.read_blobs(run))
+            blobs = self._send(delivery, missing)
         else:
             raise error(
                 ErrorCode.STORE_ERROR,
@@ -101,6 +95,26 @@ class ArchivedCustody:
         _faults.boundary("archive-publish", "after")
         self._heads[delivery] = savepoint
         self._digests[delivery] = frozenset(exported.digests)
+
+    def _send(self, delivery: DeliveryId, digests: Sequence[str]) -> dict[str, bytes]:
+        """Store ``digests``' contents in the archive, at most ``BATCH_BYTES`` per transaction.
+
+        They are read one by one from local custody, so the process holds one
+        batch at a time, never the whole savepoint. The last batch is returned
+        unsent: it travels with the savepoint's own transaction, so a savepoint
+        whose new contents fit one batch costs no extra transaction.
+        """
+        batch: dict[str, bytes] = {}
+        size = 0
+        for digest in digests:
+            content = self.custody.read_blobs([digest])[digest]
+            if batch and size + len(content) > BATCH_BYTES:
+                with self._transaction(delivery) as tx:
+                    self.archive.put_contents(tx, delivery, batch)
+                batch, size = {}, 0
+            batch[digest] = content
+            size += len(content)
+        return batch
 
     def fetch(self, delivery: DeliveryId, savepoint: SavepointId) -> None:
         """Import an archived savepoint this custody lacks (contents checked on import).

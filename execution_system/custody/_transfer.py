@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -35,8 +35,10 @@ from execution_system.custody._tree import (
     tree_bytes,
 )
 
-#: Contents asked for per ``fetch`` call (one store round trip each).
+#: Contents asked for per ``fetch`` call (one store round trip each), at most.
 _FETCH_RUN = 256
+#: Bytes asked for per ``fetch`` call, at most (a larger content comes alone).
+FETCH_BYTES = 16 * 1024 * 1024
 
 #: Format tag of the exported delivery record.
 _RECORD_FORMAT = "execution-system/custody-record/v1"
@@ -132,27 +134,24 @@ class SavepointTransfer:
             document = _record(exported.record)
         except (ValueError, KeyError, TypeError) as exc:
             raise _rejected(f"unreadable savepoint transfer: {exc}", savepoint) from None
-        wanted = [
-            digest
-            for digest in dict.fromkeys(entry.sha256 for entry in tree.values())
-            if not self._blobs.has(digest)
-        ]
-        blobs: dict[str, bytes] = {}
-        for start in range(0, len(wanted), _FETCH_RUN):
-            blobs.update(fetch(wanted[start : start + _FETCH_RUN]))
-        for digest, data in blobs.items():
-            if DIGEST_PREFIX + hashlib.sha256(data).hexdigest() != digest:
-                raise _rejected("a content does not match its digest", digest)
+        sizes = {entry.sha256: entry.size for entry in tree.values()}
+        wanted = [digest for digest in sizes if not self._blobs.has(digest)]
         with self._guard(delivery):
             batch = self._blobs.batch()
             try:
-                for digest in wanted:
-                    if not batch.wanted(digest):
-                        continue
-                    content = blobs.get(digest)
-                    if content is None:
-                        raise _rejected("a content of the savepoint was not sent", digest)
-                    batch.add_bytes(digest, content)
+                # One run at a time: fetched, checked and staged before the next is
+                # asked for, so no more than a run's bytes are ever held here.
+                for run in _runs(wanted, sizes):
+                    blobs = fetch(run)
+                    for digest in run:
+                        content = blobs.get(digest)
+                        if content is None:
+                            raise _rejected("a content of the savepoint was not sent", digest)
+                        if DIGEST_PREFIX + hashlib.sha256(content).hexdigest() != digest:
+                            raise _rejected("a content does not match its digest", digest)
+                        if batch.wanted(digest):
+                            batch.add_bytes(digest, content)
+                    del blobs
                 batch.commit()
             finally:
                 batch.discard()
@@ -160,6 +159,20 @@ class SavepointTransfer:
             if self._state.recorded_exclusions(delivery) is None:
                 self._state.record_exclusions(delivery, document)
             self._state.record(delivery, exported.manifest, exported.info)
+
+
+def _runs(digests: list[str], sizes: Mapping[str, int]) -> Iterator[list[str]]:
+    """``digests`` in runs of at most ``_FETCH_RUN`` contents and ``FETCH_BYTES`` bytes."""
+    run: list[str] = []
+    size = 0
+    for digest in digests:
+        if run and (len(run) == _FETCH_RUN or size + sizes[digest] > FETCH_BYTES):
+            yield run
+            run, size = [], 0
+        run.append(digest)
+        size += sizes[digest]
+    if run:
+        yield run
 
 
 def _record(data: bytes) -> frozenset[str]:

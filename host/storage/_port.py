@@ -314,6 +314,16 @@ class CustodyArchive(Protocol):
         """
         ...
 
+    def put_contents(self, tx: StorageTx, delivery: str, blobs: Mapping[str, bytes]) -> None:
+        """Store contents ahead of the savepoint that names them, as named by ``delivery``.
+
+        A savepoint's new contents go in batches of bounded size, one transaction
+        each, before :meth:`put` records the savepoint: no transaction and no
+        process ever holds a large savepoint whole. Contents stored for a
+        savepoint that never follows are the delivery's until :meth:`drop`.
+        """
+        ...
+
     def set_head(self, tx: StorageTx, delivery: str, savepoint: str) -> None:
         """Move the archived head to a savepoint already archived."""
         ...

@@ -74,3 +74,46 @@ def test_a_manifest_that_is_not_the_savepoint_is_refused(tmp_path: Path) -> None
         other.import_savepoint(D, tampered, one.read_blobs)
     assert caught.value.code is ErrorCode.CUSTODY_REJECTED
     assert not other.has_savepoint(D, head)
+
+
+def test_contents_come_in_runs_of_bounded_size_and_a_late_forgery_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from execution_system.custody import _transfer
+
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    for n in range(10):
+        (seed / f"f{n}.bin").write_bytes(bytes([n]) * 3000)
+    one = FileCustody(tmp_path / "one")
+    head = one.open(D, str(seed))
+    exported = one.export_savepoint(D, head)
+    monkeypatch.setattr(_transfer, "FETCH_BYTES", 7000)  # two 3,000-byte contents a run
+    asked: list[list[str]] = []
+
+    def forged_late(digests: Sequence[str]) -> Mapping[str, bytes]:
+        asked.append(list(digests))
+        found = dict(one.read_blobs(digests))
+        if len(asked) == 4:
+            found[digests[0]] = b"not the content"
+        return found
+
+    other = FileCustody(tmp_path / "two")
+    with pytest.raises(ExecsysError) as caught:
+        other.import_savepoint(D, exported, forged_late)
+    assert caught.value.code is ErrorCode.CUSTODY_REJECTED
+    assert [len(run) for run in asked] == [2, 2, 2, 2], "each run asked for after the last"
+    assert not other.has_savepoint(D, head)
+    assert other.missing_blobs(list(exported.digests)) == list(exported.digests)
+    staging = tmp_path / "two" / "blobs" / ".staging"
+    assert staging.is_dir(), "the first runs were staged"
+    assert not any(staging.iterdir()), "nothing staged is left"
+
+    def fetch(digests: Sequence[str]) -> Mapping[str, bytes]:
+        asked.append(list(digests))
+        return one.read_blobs(digests)
+
+    asked.clear()
+    other.import_savepoint(D, exported, fetch)
+    assert [len(run) for run in asked] == [2, 2, 2, 2, 2]
+    assert other.restore(D, head).confirmed

@@ -122,6 +122,23 @@ class PostgresCustodyArchive:
         )
         return []
 
+    def put_contents(self, tx: StorageTx, delivery: str, blobs: Mapping[str, bytes]) -> None:
+        """Store contents (and the delivery's references to them) before their savepoint."""
+        if not blobs:
+            return
+        cur = _cursor(tx)
+        # The references first: a concurrent drop of another delivery then keeps them.
+        cur.execute(
+            "INSERT INTO execsys_blob_refs (delivery, digest) "
+            "SELECT %s, d FROM unnest(%s::text[]) d ON CONFLICT DO NOTHING",
+            (delivery, list(blobs)),
+        )
+        cur.execute(
+            "INSERT INTO execsys_blobs (digest, body) SELECT * FROM "
+            "unnest(%s::text[], %s::bytea[]) ON CONFLICT DO NOTHING",
+            (list(blobs), list(blobs.values())),
+        )
+
     def set_head(self, tx: StorageTx, delivery: str, savepoint: str) -> None:
         """Move the archived head."""
         _cursor(tx).execute(
