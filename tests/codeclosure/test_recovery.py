@@ -108,6 +108,18 @@ class Setup:
             text=True,
         )
 
+    def start_and_kill(self, goal: str) -> int:
+        """Start the goal, SIGKILL its runner while the check runs; wait for the check to die."""
+        runner = self.start_in_background(goal)
+        _wait_for(self.check_pids, "the check to start")
+        (check,) = self.check_pids()
+        assert self.scratch(), "the check runs in a scratch copy"
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+        # The check dies with its runner.
+        _wait_for(lambda: not _alive(check), "the check process to end")
+        return check
+
     def check_pids(self) -> list[int]:
         return [int(p.name.split("-", 1)[1]) for p in self.marks.glob("check-*")]
 
@@ -125,14 +137,8 @@ class Setup:
 def test_a_killed_start_is_blocked_and_resume_finishes_it(tmp_path: Path) -> None:
     setup = Setup(tmp_path)
     goal = setup.create()
-    runner = setup.start_in_background(goal)
-    _wait_for(setup.check_pids, "the check to start")
-    (check,) = setup.check_pids()
-    assert setup.scratch(), "the check runs in a scratch copy"
-    runner.send_signal(signal.SIGKILL)
-    runner.wait()
-    # The check dies with its runner, and its scratch copy goes with it.
-    _wait_for(lambda: not _alive(check), "the check process to end")
+    setup.start_and_kill(goal)
+    # The scratch copy goes with the check.
     _wait_for(lambda: not setup.scratch(), "the scratch copy to be removed")
 
     view = setup.status(goal)

@@ -68,7 +68,13 @@ def _wait(predicate: Any, within: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def _start_and_kill(root: Path) -> tuple[str, list[int]]:
+def _default_sigint() -> None:
+    """SIGINT as on a terminal, whatever the test process ignores."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _start(root: Path) -> tuple[subprocess.Popen[str], list[int]]:
+    """``execsys run`` of the writing spec, once its attempt has written and hangs."""
     (root / "spec.yaml").write_text(SPEC)
     (root / "execsys.yaml").write_text(
         f"executors:\n  writer: {{command: [{sys.executable}, {HERE / 'agents' / 'writer.py'}]}}\n"
@@ -79,11 +85,23 @@ def _start_and_kill(root: Path) -> tuple[str, list[int]]:
         cwd=root,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
     try:
         _wait(lambda: (root / "ready").exists())
         pids = [int(p) for p in (root / "pids").read_text().split()]
         _wait(lambda: (Path(_workspace(root)) / "src" / "late.txt").exists())
+    except BaseException:
+        run.kill()
+        run.communicate()
+        raise
+    return run, pids
+
+
+def _start_and_kill(root: Path) -> tuple[str, list[int]]:
+    run, pids = _start(root)
+    try:
         os.kill(run.pid, signal.SIGKILL)
         run.wait(timeout=30)
     finally:
@@ -209,28 +227,9 @@ def test_continue_kills_a_leftover_of_the_interrupted_attempt_before_it_runs_aga
 def test_a_signal_to_run_stops_the_delivery_and_restores_its_workspace(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
-    (tmp_path / "spec.yaml").write_text(SPEC)
-    (tmp_path / "execsys.yaml").write_text(
-        f"executors:\n  writer: {{command: [{sys.executable}, {HERE / 'agents' / 'writer.py'}]}}\n"
-    )
-
-    def default_sigint() -> None:  # as on a terminal, whatever this test process ignores
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-    run = subprocess.Popen(
-        [EXECSYS, "run", "spec.yaml", "--json"],
-        env=_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,
-    )
+    run, pids = _start(tmp_path)
+    workspace = Path(_workspace(tmp_path))
     try:
-        _wait(lambda: (tmp_path / "ready").exists())
-        pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
-        workspace = Path(_workspace(tmp_path))
-        _wait(lambda: (workspace / "src" / "late.txt").exists())
         run.send_signal(sig)
         out, err = run.communicate(timeout=60)
     finally:

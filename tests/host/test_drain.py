@@ -9,8 +9,9 @@ from contracts import InvocationRequest
 from tests.host.harness import graph_doc, make_delivery, reply
 
 
-def test_a_drain_lets_turns_in_flight_commit_and_starts_nothing_new(harness: Any) -> None:
-    doc = graph_doc(
+def _fan() -> Any:
+    """Two branches: 'quick' (then 'more') beside 'slow'; a barrier, 'last', a terminal."""
+    return graph_doc(
         {
             "fan": {"kind": "parallel", "branches": ["quick", "slow"], "barrier": "join"},
             "quick": {"kind": "action", "executor": "quick", "outputs": {}, "next": "more"},
@@ -22,6 +23,10 @@ def test_a_drain_lets_turns_in_flight_commit_and_starts_nothing_new(harness: Any
         },
         "fan",
     )
+
+
+def test_a_drain_lets_turns_in_flight_commit_and_starts_nothing_new(harness: Any) -> None:
+    doc = _fan()
     box: dict[str, Any] = {}
 
     async def quick(req: InvocationRequest) -> Any:
@@ -60,18 +65,7 @@ def test_a_drain_lets_turns_in_flight_commit_and_starts_nothing_new(harness: Any
 def test_a_drain_whose_grace_ran_out_ends_the_turns_in_flight_and_hands_them_back(
     harness: Any,
 ) -> None:
-    doc = graph_doc(
-        {
-            "fan": {"kind": "parallel", "branches": ["quick", "slow"], "barrier": "join"},
-            "quick": {"kind": "action", "executor": "quick", "outputs": {}, "next": "more"},
-            "more": {"kind": "action", "executor": "last", "outputs": {}, "next": "join"},
-            "slow": {"kind": "action", "executor": "slow", "outputs": {}, "next": "join"},
-            "join": {"kind": "barrier", "next": "last"},
-            "last": {"kind": "action", "executor": "last", "outputs": {}, "next": "done"},
-            "done": {"kind": "terminal", "outcome": "succeeded"},
-        },
-        "fan",
-    )
+    doc = _fan()
     box: dict[str, Any] = {"ended": 0, "hang": True}
 
     async def quick(req: InvocationRequest) -> Any:

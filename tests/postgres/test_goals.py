@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -198,7 +197,7 @@ def test_the_console_serves_goals_of_a_postgresql_store(
 def test_a_goal_whose_runner_was_killed_is_resumed_and_exported_on_another_machine(
     tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.codeclosure.test_recovery import Setup, _alive, _wait_for
+    from tests.codeclosure.test_recovery import Setup, _wait_for
 
     setup = Setup(tmp_path)
     setup.store = pg_url
@@ -208,12 +207,7 @@ def test_a_goal_whose_runner_was_killed_is_resumed_and_exported_on_another_machi
     there.mkdir()
     monkeypatch.chdir(here)
     goal = setup.create()
-    runner = setup.start_in_background(goal)
-    _wait_for(setup.check_pids, "the check to start")
-    (check,) = setup.check_pids()
-    runner.send_signal(signal.SIGKILL)
-    runner.wait()
-    _wait_for(lambda: not _alive(check), "the check process to end")
+    setup.start_and_kill(goal)
 
     # Another machine cannot see that process die: it sees the lease expire.
     monkeypatch.chdir(there)
