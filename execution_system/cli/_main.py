@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from contracts import ErrorCode, ExecsysError, error
+from execution_system.cli._collector import tune_collector
 from execution_system.cli._output import report_error
 
 Handler = Callable[[argparse.Namespace], int]
@@ -91,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(arguments)
         handler: Handler = args.handler
+        tune_collector(args)
         status = handler(args)
         from execution_system.cli._signals import describe, exit_status
 
