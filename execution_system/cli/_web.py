@@ -99,6 +99,7 @@ def _serve(args: argparse.Namespace) -> int:
     from execution_system._compose import config_path, load_runner_config, store_url
     from execution_system.codeclosure import GoalRuntime
     from execution_system.web import create_app, fleet_source
+    from execution_system.web._server import StoppingServer
 
     # --config, else an execsys.yaml in the working directory (as beside a spec for 'run')
     config = load_runner_config(config_path(args.config, Path.cwd() / "spec"))
@@ -119,7 +120,10 @@ def _serve(args: argparse.Namespace) -> int:
         f"({'tokens from ' + args.tokens if tokens else 'no tokens: loopback only'})\n"
     )
     try:
-        uvicorn.run(app, host=host_name, port=port, log_level="warning", access_log=False)
+        served = uvicorn.Config(
+            app, host=host_name, port=port, log_level="warning", access_log=False
+        )
+        StoppingServer(served, runner.host).run()
     finally:
         goals.close()
     return 0
