@@ -12,6 +12,7 @@ reaches it, and it turns every failure into one catalogued error.
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -115,6 +116,8 @@ class HostCore:
         self._runs: dict[str, asyncio.Future[Any]] = {}
         """The thread run driving each active delivery (a lost lease cancels it)."""
         self._records: OrderedDict[str, Any] = OrderedDict()
+        self._admitted = AdmittedCache()
+        """Deliveries parsed from their stored documents (see :meth:`delivery`)."""
         self.replays = ReplayCache()
         """Journals replayed for ``inspect``, kept between calls (the console inspects often)."""
 
@@ -202,7 +205,7 @@ class HostCore:
             )
         if row["status"] == DeliveryStatus.RETIRED:
             raise error(ErrorCode.DELIVERY_RETIRED, "the delivery is retired", path=delivery_id)
-        delivery = AdmittedDelivery.model_validate_json(row["document"])
+        delivery = self._admitted.parsed(delivery_id, row["document"])
         if delivery.digest != row["digest"]:
             raise error(
                 ErrorCode.STORE_ERROR,
@@ -364,3 +367,47 @@ def _stop(ctx: DeliveryContext, reason: str) -> None:
         ctx.stop_request = {"actor": "", "reason": reason}
     ctx.stop_reason = ctx.stop_reason or "stop"
     ctx.stop.set()
+
+
+class AdmittedCache:
+    """Admitted deliveries parsed from their stored documents, by delivery id (bounded).
+
+    Parsing a document validates every model of it and canonicalizes it twice
+    (the model's own check, then its digest): about a tenth of an answer's
+    round trip on a small graph, and more on a large one. A document never
+    changes once admitted, so a parse is reused while the stored bytes are the
+    same bytes; the caller still compares the digest with the row's. Reusing
+    the one object also lets the compiled-graph cache find its graph by
+    identity instead of digesting it again.
+    """
+
+    ENTRIES = 128
+    """Deliveries kept at most."""
+    BYTES = 32 * 1024 * 1024
+    """Document bytes kept at most (a large graph's document can be megabytes)."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, tuple[bytes, AdmittedDelivery]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def parsed(self, delivery_id: str, document: bytes) -> AdmittedDelivery:
+        """The delivery ``document`` holds, parsed once for as long as it is kept."""
+        with self._lock:
+            known = self._entries.get(delivery_id)
+            if known is not None and known[0] == document:
+                self._entries.move_to_end(delivery_id)
+                return known[1]
+        delivery = AdmittedDelivery.model_validate_json(document)
+        with self._lock:
+            old = self._entries.pop(delivery_id, None)
+            if old is not None:
+                self._bytes -= len(old[0])
+            self._entries[delivery_id] = (document, delivery)
+            self._bytes += len(document)
+            while len(self._entries) > self.ENTRIES or (
+                self._bytes > self.BYTES and len(self._entries) > 1
+            ):
+                _, (dropped, _) = self._entries.popitem(last=False)
+                self._bytes -= len(dropped)
+        return delivery
