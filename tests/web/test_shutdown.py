@@ -20,29 +20,9 @@ from typing import Any
 import httpx
 
 from tests.web.conftest import ROOT
-from tests.web.test_browser import _port
+from tests.web.test_browser import CRASH_SPEC, _port
 
 EXECSYS = str(Path(sys.executable).with_name("execsys"))
-SPEC: dict[str, Any] = {
-    "spec": "execution-system/v1",
-    "graph": "web-shutdown",
-    "input": {
-        "type": "object",
-        "properties": {"hang": {"type": "string"}},
-        "required": ["hang"],
-    },
-    "start": "work",
-    "nodes": {
-        "work": {
-            "kind": "action",
-            "executor": "slow",
-            "inputs": {"hang": "input.hang"},
-            "outputs": {"done": {"type": "boolean"}},
-            "next": "done",
-        },
-        "done": {"kind": "terminal", "outcome": "succeeded"},
-    },
-}
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -82,7 +62,7 @@ def test_sigterm_stops_a_delivery_a_request_drives_and_the_server_exits(tmp_path
     answered: dict[str, Any] = {}
 
     def admit() -> None:
-        body = {"spec": SPEC, "input": {"hang": str(marker)}, "queue": False}
+        body = {"spec": CRASH_SPEC, "input": {"hang": str(marker)}, "queue": False}
         answered["response"] = httpx.post(base + "/deliveries", json=body, timeout=120)
 
     request = threading.Thread(target=admit)
