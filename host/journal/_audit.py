@@ -408,7 +408,7 @@ def _events(
         report.events, report.head = position, digest
         _summarise(report, members, waits)
         if lane is not None:
-            lane.resync()
+            lane.resync(members["request"])
         position += 1
     if lane is not None:
         lane.flush(final=True)

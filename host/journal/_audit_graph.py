@@ -351,8 +351,11 @@ class GraphRules:
         return digest
 
     def applied(self, event: Fields) -> None:
-        """Remember what a completion referenced (called after the event is folded in)."""
-        if event["transition"] == "work-completed":
+        """Remember what a completion referenced (called after the event is folded in).
+
+        Only with records: nothing else reads ``completed_refs``.
+        """
+        if event["transition"] == "work-completed" and self.load is not None:
             key = (event["node"], event["activation"])
             for ref in event["refs"]:
                 self.completed_refs[(key, ref["kind"])] = ref["digest"]

@@ -36,6 +36,7 @@ from contracts._journal import NodeState, Transition
 from contracts._spec import ActionNode, ControlGraph, OperationNode, ParallelNode
 from host.journal._audit_graph import GraphRules
 from host.journal._chain import ChainCheck
+from host.journal._codec import loads_json
 from host.journal._state import LIVE_STATES, ActivationState, AttemptState, Key, ReplayState
 
 _TEXT = rb"[ !#-\[\]-~]"
@@ -91,11 +92,11 @@ def _members(execution: bytes, transition: str, prior: str, result: str, **shape
         "predecessors": rb"\[\]",
         "prior": rb'"sha256:(?P<prior>[^"]*+)"',
         "prior_state": re.escape(f'"{prior}"'.encode()),
-        "rationale": rb'"(?P<rationale>' + _TEXT + rb'{0,4096}+)"',
+        "rationale": rb'"' + _TEXT + rb'{0,4096}+"',
         "record": rb'"event"',
         "refs": rb"\[\]",
         "request": rb'"(?P<request>' + _TEXT + rb'{1,256}+)"',
-        "request_digest": rb'"(?P<request_digest>sha256:[0-9a-f]{64})"',
+        "request_digest": rb'"sha256:[0-9a-f]{64}"',
         "result_state": re.escape(f'"{result}"'.encode()),
         "successor": b"null",
         "time": _TIME,
@@ -118,11 +119,11 @@ _ATTEMPT = (
 #: ``low`` and ``high`` are the line before and after the digest member: together
 #: the record's canonical JSON, the bytes its digest covers.
 _STEP = ("low", "activation", "actor", "attempt", "sequence", "digest", "high", "node")
-_TAIL = ("ordinal", "prior", "rationale", "refs", "request", "request_digest")
+_TAIL = ("ordinal", "prior", "refs", "request")
 LAYOUT: Final[dict[str, tuple[str, ...]]] = {
     "dependencies-satisfied": (
         *("low", "activation", "actor", "digest", "high", "node", "ordinal"),
-        *("first", "node1", "more", "prior", "rationale", "request", "request_digest"),
+        *("first", "node1", "more", "prior", "request"),
     ),
     "work-started": (*_STEP, *_TAIL),
     "work-completed": (*_STEP, *_TAIL),
@@ -167,6 +168,26 @@ def lane_patterns(execution: str) -> dict[str, re.Pattern[bytes]]:
 _DEPENDENCIES, _START, _COMPLETE = 0, 1, 2
 """What a lane pattern is for (the loop's branch)."""
 _NAMES = ("dependencies-satisfied", "work-started", "work-completed")
+
+
+_DIGEST: Final = b',"digest":"'
+_REQUEST: Final = b',"request":"'
+_REQUEST_DIGEST: Final = b',"request_digest":"'
+
+
+def _kept(line: bytes) -> tuple[Digest, str, Digest]:
+    """A line the lane accepted: its own digest, request id and request digest.
+
+    What ``flush`` hands to the chain and the replay state, read again from
+    the line rather than kept for every event. The line's strings hold no
+    quote (``_TEXT``), so each member's key occurs once, where the member is.
+    """
+    start = line.index(_DIGEST) + len(_DIGEST)
+    own = line[start : line.index(b'"', start)].decode()
+    start = line.index(_REQUEST, start) + len(_REQUEST)
+    ask = line[start : line.index(b'"', start)].decode()
+    start = line.index(_REQUEST_DIGEST, start) + len(_REQUEST_DIGEST)
+    return Digest(own), ask, Digest(line[start : line.index(b'"', start)].decode())
 
 
 def _current_upstream(
@@ -246,34 +267,42 @@ class AuditLane:
                 if not consults and target not in rules.barriers:
                     self.plain.add((source, target))
         self.ints: dict[bytes, int] = {}
+        # Every request id the replay state knows, as the bytes a line spells it.
+        # The lane's own reach the state's table only when a generic step follows
+        # (``flush``): a journal the lane reads to its end never builds them.
+        self.asked: set[bytes] = {ask.encode() for ask in state.requests}
+        self.lines: list[bytes] = []
         self.head = chain.head[7:].encode()
-        self.pending: list[bytes] = []
         self.first = 1
+        """The first position accepted since the last flush."""
         self.position = 0
         """The last position the lane accepted (0: none since the last flush)."""
 
     def flush(self, *, final: bool = False) -> None:
         """Hand what the lane accepted to the chain, state and report (before any generic step).
 
-        ``final``: no event follows, so the chain's digest table (which only
-        tells a duplicate from a gap in a later event) is not filled in.
+        ``final``: no event follows, so neither the chain's digest table (which
+        only tells a duplicate from a gap in a later event) nor the replay
+        state's request table (which only a later event consults) is filled in.
         """
         if not self.position:
             return
         if not final:
-            seen = self.chain.seen
-            for offset, accepted in enumerate(self.pending):
-                seen["sha256:" + accepted.decode()] = self.first + offset
+            seen, requests, lines = self.chain.seen, self.state.requests, self.lines
+            for ordinal in range(self.first, self.position + 1):
+                own, ask, digest = _kept(lines[ordinal])
+                seen[own] = ordinal
+                requests[ask] = (digest, ordinal, ordinal)
         head = Digest("sha256:" + self.head.decode())
         self.chain.resume(head, self.position)
         self.state.head = head
         self.report.events, self.report.head = self.position, head
-        self.pending.clear()
         self.first = self.position + 1
         self.position = 0
 
-    def resync(self) -> None:
-        """Take the chain's head after a generic step (the lane continues from it)."""
+    def resync(self, request: str) -> None:
+        """Take the chain's head and ``request`` (its id) after a generic step."""
+        self.asked.add(request.encode())
         self.head = self.chain.head[7:].encode()
         self.first = self.chain.count + 1
 
@@ -293,7 +322,9 @@ class AuditLane:
         patterns, nodes, limits, plain = self.patterns, self.nodes, self.limits, self.plain
         startable, completable, bare = self.startable, self.completable, self.bare
         activations, latest, retired = state.activations, state.latest, state.retired
-        requests, node_rules, start_node = state.requests, state.rules, state.header.start
+        node_rules, start_node = state.rules, state.header.start
+        asked = self.asked
+        self.lines = lines
         load, graph_nodes, completed = rules.load, rules.graph.nodes, rules.completed_refs
         references, path = self.references, self.report.path
         sha256 = hashlib.sha256
@@ -301,7 +332,6 @@ class AuditLane:
         ints = self.ints
         head = self.head
         accepted = self.position
-        append = self.pending.append
         count = len(lines)
         while position < count:
             line = lines[position]
@@ -315,10 +345,10 @@ class AuditLane:
             groups = match.groups()
             if kind == _DEPENDENCIES:
                 low, activation, actor, stated, high, name, ordinal = groups[:7]
-                first, name1, more, prior, rationale, request, rdigest = groups[7:]
+                first, name1, more, prior, request = groups[7:]
             else:
                 low, activation, actor, attempt, sequence, stated, high, name = groups[:8]
-                ordinal, prior, rationale, refs, request, rdigest = groups[8:]
+                ordinal, prior, refs, request = groups[8:]
             # The chain and the digest. The match has proven the canonical form
             # and the schema (an ASCII line with no control byte, backslash or DEL
             # once ``prior`` and the digest are known to be hex: see ``_TEXT``).
@@ -336,8 +366,7 @@ class AuditLane:
                 number = ints[activation] = int(activation)
             key = (node, number)
             record = activations.get(key)
-            ask = request.decode()
-            if ask in requests:
+            if request in asked:
                 break
 
             if kind == _DEPENDENCIES:
@@ -362,11 +391,22 @@ class AuditLane:
                 after = ints.get(first)
                 if after is None:
                     after = ints[first] = int(first)
-                preds = [(nodes.get(name1), after)]
+                source = nodes.get(name1)
+                preds = [(source, after)]
                 if more:
                     preds.extend((nodes.get(n), int(a)) for a, n in _PREDECESSORS(more))
-                if not _current_upstream(preds, node_rules[node].upstream, activations, latest):
-                    break
+                    if not _current_upstream(preds, node_rules[node].upstream, activations, latest):
+                        break
+                else:  # _current_upstream for one predecessor, inline
+                    found_pred = activations.get(preds[0])  # type: ignore[arg-type]
+                    if (
+                        source is None
+                        or source not in node_rules[node].upstream
+                        or found_pred is None
+                        or found_pred.state is not _COMPLETED
+                        or latest.get(source) != after
+                    ):
+                        break
                 if more:
                     consult = any((pred[0], node) not in plain for pred in preds)
                 else:
@@ -472,15 +512,15 @@ class AuditLane:
                 current.outcome = _COMPLETED
                 current.ended = position
                 for digest, _ident, kind_ in given:
-                    completed[(key, kind_)] = digest
+                    if load is not None:  # only records are read through it
+                        completed[(key, kind_)] = digest
                     references.setdefault(digest)
                 path.append(visit)
 
             record.events.append(position)
-            requests[ask] = (rdigest.decode(), position, position)
+            asked.add(request)
             if actor != _HOST:
-                self._directive(_NAMES[kind], key, actor, position, rationale)
-            append(stated)
+                self._directive(_NAMES[kind], key, actor, position, line)
             head = stated
             accepted = position
             position += 1
@@ -491,7 +531,7 @@ class AuditLane:
         return position
 
     def _directive(
-        self, transition: str, key: tuple[str, int], actor: bytes, ordinal: int, rationale: bytes
+        self, transition: str, key: tuple[str, int], actor: bytes, ordinal: int, line: bytes
     ) -> None:
         """The directive entry ``_summarise`` writes for an event not asked for by the Host."""
         self.report.directives.append(
@@ -501,6 +541,6 @@ class AuditLane:
                 "node": key[0],
                 "activation": key[1],
                 "actor": actor.decode(),
-                "rationale": rationale.decode(),
+                "rationale": loads_json(line)["rationale"],
             }
         )

@@ -135,6 +135,21 @@ def test_a_targeted_forgery_gets_the_same_verdict(
         assert with_lane["directives"], what
 
 
+@pytest.mark.parametrize("records", [True, False], ids=["records", "digests"])
+def test_a_request_of_a_generic_event_repeated_in_the_lane(records: bool) -> None:
+    # retry.bundle: work#1 fails and its retry is authorized (both generic
+    # events); the next start reuses the authorization's request id. The lane
+    # must know the requests the generic path folded in, or it would accept it.
+    forgery = Forgery((FIXTURES / "retry.bundle").read_bytes())
+    authorized, started = forgery.events[2], forgery.events[3]
+    assert (authorized["transition"], started["transition"]) == ("retry-authorized", "work-started")
+    started["request"] = authorized["request"]
+    forged = _rechained(forgery, records=records)
+    with_lane = _report(forged, lane=True)
+    assert with_lane == _report(forged, lane=False)
+    assert (with_lane["ok"], with_lane["ordinal"]) == (False, 4)
+
+
 def _unchained(edit: Any) -> bytes:
     """loop.bundle with its journal lines edited as given and only the bundle digest redone."""
     bundle = parse_bundle((FIXTURES / "loop.bundle").read_bytes())
