@@ -231,6 +231,27 @@ class ArchivedCustody:
             for entry in self.archive.savepoints(delivery)
         ] or self.custody.savepoints(delivery)
 
+    def prune(self, delivery: DeliveryId, keep: Sequence[SavepointId]) -> int:
+        """Forget the archived savepoints but ``keep`` and the head; return how many went.
+
+        For a finished delivery (``goal export`` of a closed goal), like
+        ``FileCustody.prune`` for the local copy. The contents the kept
+        savepoints name are read from this machine's copy of them, fetched
+        first if it lacks one; contents shared with another delivery stay.
+        """
+        head = self.archive.head(delivery)
+        if head is None:
+            return 0
+        kept = sorted({*keep, SavepointId(head)})
+        names: set[str] = set()
+        for savepoint in kept:
+            self.fetch(delivery, savepoint)
+            names.update(self.custody.export_savepoint(delivery, savepoint).digests)
+        with self._transaction(delivery) as tx:
+            pruned = self.archive.prune(tx, delivery, kept, sorted(names))
+        self._digests.pop(delivery, None)
+        return pruned
+
     def retire(self, delivery: DeliveryId) -> None:
         """Retire locally, then drop the delivery from the archive."""
         self.custody.retire(delivery)

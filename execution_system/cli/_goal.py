@@ -361,6 +361,8 @@ def _export(args: argparse.Namespace) -> int:
     summary = {k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files")}
     summary["workspace_released"] = report["workspace_released"]
     summary["savepoints_pruned"] = report["savepoints_pruned"]
+    if "archive_savepoints_pruned" in report:
+        summary["archive_savepoints_pruned"] = report["archive_savepoints_pruned"]
     if args.json:
         emit_json({**summary, "output": args.output, **({} if args.output else {"patch": text})})
     elif args.output:
@@ -379,6 +381,8 @@ def _exported_bundle(args: argparse.Namespace, report: dict[str, Any]) -> int:
     summary["prerequisite"] = report["prerequisite"]
     summary["workspace_released"] = report["workspace_released"]
     summary["savepoints_pruned"] = report["savepoints_pruned"]
+    if "archive_savepoints_pruned" in report:
+        summary["archive_savepoints_pruned"] = report["archive_savepoints_pruned"]
     if args.json:
         emit_json({**summary, "output": args.output})
         return 0

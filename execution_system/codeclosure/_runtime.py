@@ -247,9 +247,22 @@ class GoalRuntime:
         report["workspace_released"] = custody.release(delivery)
         report["savepoints_pruned"] = 0
         if not keep_history and _has_head(custody, delivery):
-            # This machine's copy alone: a machine that only exported the goal holds
-            # the two trees and has no head; the archive keeps every generation.
+            # This machine's copy: a machine that only exported the goal holds the
+            # two trees and has no head (the archive is pruned below).
             report["savepoints_pruned"] = custody.prune(delivery, (ends[0],)).savepoints
+        archived = self.host.archived
+        if archived is not None:
+            # The shared archive (PostgreSQL) keeps the same two trees, whichever
+            # machine exports: any machine may export or apply the goal afterwards.
+            report["archive_savepoints_pruned"] = 0
+            if not keep_history:
+                # Under the delivery's lease, as retirement is: the archive's writes
+                # are fenced, and no runner or directive writes the delivery meanwhile.
+                self.host.leases.acquire(delivery, wait_s=30.0)
+                try:
+                    report["archive_savepoints_pruned"] = archived.prune(delivery, ends)
+                finally:
+                    self.host.leases.release(delivery)
         return report
 
     def apply(self, goal_id: str, target: str) -> dict[str, Any]:

@@ -332,6 +332,15 @@ class CustodyArchive(Protocol):
         """Forget the delivery's savepoints and every content no other delivery names."""
         ...
 
+    def prune(self, tx: StorageTx, delivery: str, keep: Sequence[str], names: Sequence[str]) -> int:
+        """Forget the delivery's savepoints but ``keep`` and its head; return how many went.
+
+        ``names`` are the contents the kept savepoints name: the delivery's
+        references to any other content go, and so does every content no
+        delivery names any more.
+        """
+        ...
+
 
 class Storage(Protocol):
     """A backend of the Host's tables; one instance per Host process (thread-safe)."""

@@ -7,6 +7,7 @@ answer on PostgreSQL as on SQLite, and a stale version is refused the same way.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -39,16 +40,27 @@ def _cli(
     )
 
 
-def _create(sample: Sample, url: str, patch: str) -> dict[str, object]:
+def _create(sample: Sample, url: str, *patches: str) -> dict[str, object]:
     done = _cli(
         sample, url, "goal", "create", "--objective", "add() returns the sum",
         "--project", str(sample.project), "--criterion", "the check passes",
-        "--check", f"tests={sys.executable} {CHECK_PATH}", "--patch", sample.patches[patch],
-        "--json",
+        "--check", f"tests={sys.executable} {CHECK_PATH}",
+        *(arg for name in patches for arg in ("--patch", sample.patches[name])), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     view: dict[str, object] = json.loads(done.stdout)
     return view
+
+
+def _archived(url: str, delivery: str) -> tuple[list[str], set[str]]:
+    """The delivery's archived savepoints, and every content the archive holds."""
+    with psycopg.connect(url) as conn:
+        savepoints = conn.execute(
+            "SELECT savepoint FROM execsys_manifests WHERE delivery = %s ORDER BY created",
+            (delivery,),
+        ).fetchall()
+        blobs = conn.execute("SELECT digest FROM execsys_blobs").fetchall()
+    return [str(s) for (s,) in savepoints], {str(d) for (d,) in blobs}
 
 
 def _goal_rows(url: str) -> list[tuple[str, int, str]]:
@@ -111,10 +123,16 @@ def test_a_goal_closed_on_one_machine_is_exported_and_applied_on_another(
     tmp_path: Path, pg_url: str
 ) -> None:
     sample = make_sample(tmp_path)
-    goal = str(_create(sample, pg_url, "direct")["goal"])
+    goal = str(_create(sample, pg_url, "wrong", "right")["goal"])
     started = _cli(sample, pg_url, "goal", "start", goal, "--expected-version", "1", "--json")
     assert started.returncode == 0, started.stderr
-    assert json.loads(started.stdout)["run_status"] == "CLOSED"
+    view = json.loads(started.stdout)
+    assert (view["run_status"], view["generation"]) == ("CLOSED", 2)
+    # The base, the rejected candidate (a * b) and the accepted one.
+    savepoints, contents = _archived(pg_url, view["delivery"])
+    assert len(savepoints) == 3
+    rejected = "sha256:" + hashlib.sha256(b"def add(a, b):\n    return a * b\n").hexdigest()
+    assert rejected in contents
 
     # Another machine: its own empty data folder and a clean checkout of the base.
     elsewhere = tmp_path / "elsewhere"
@@ -127,6 +145,11 @@ def test_a_goal_closed_on_one_machine_is_exported_and_applied_on_another(
     change = json.loads(exported.stdout)
     assert change["files"] == [CALC]
     assert "+    return a + b" in change["patch"]
+    # The export pruned the shared archive too: the rejected generation's tree, and
+    # the content only it named, are gone; another machine still exports the rest.
+    assert change["archive_savepoints_pruned"] == 1
+    assert _archived(pg_url, view["delivery"])[0] == [savepoints[0], savepoints[-1]]
+    assert rejected not in _archived(pg_url, view["delivery"])[1]
     again = _cli(
         sample, pg_url, "goal", "export", goal, "--format", "bundle", "--output", str(bundle),
         "--json", cwd=elsewhere,

@@ -145,6 +145,25 @@ class PostgresCustodyArchive:
             "UPDATE execsys_custody SET head = %s WHERE delivery = %s", (savepoint, delivery)
         )
 
+    def prune(self, tx: StorageTx, delivery: str, keep: Sequence[str], names: Sequence[str]) -> int:
+        """Forget the savepoints but ``keep`` and the head, and the contents only they named."""
+        cur = _cursor(tx)
+        cur.execute("LOCK TABLE execsys_blob_refs IN SHARE ROW EXCLUSIVE MODE")
+        gone = cur.execute(
+            "DELETE FROM execsys_manifests m WHERE m.delivery = %s AND m.savepoint <> ALL(%s) "
+            "AND NOT EXISTS (SELECT 1 FROM execsys_custody c "
+            "WHERE c.delivery = m.delivery AND c.head = m.savepoint) RETURNING m.savepoint",
+            (delivery, list(keep)),
+        ).fetchall()
+        cur.execute(
+            "WITH gone AS (DELETE FROM execsys_blob_refs WHERE delivery = %s "
+            "AND digest <> ALL(%s) RETURNING digest) "
+            "DELETE FROM execsys_blobs b USING gone WHERE b.digest = gone.digest AND NOT EXISTS "
+            "(SELECT 1 FROM execsys_blob_refs r WHERE r.digest = gone.digest AND r.delivery <> %s)",
+            (delivery, list(names), delivery),
+        )
+        return len(gone)
+
     def drop(self, tx: StorageTx, delivery: str) -> None:
         """Forget the delivery's savepoints and the contents nobody else names."""
         cur = _cursor(tx)
