@@ -18,6 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from host.storage.postgres import PostgresStorage
+
 SERVER = os.environ.get("EXECSYS_TEST_POSTGRES", "")
 
 
@@ -87,3 +89,14 @@ def pg_url() -> Iterator[str]:
         yield url
     finally:
         drop_database(url)
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PostgresStorage]:
+    """The Host's PostgreSQL storage on this test's database, schema set up."""
+    opened = PostgresStorage.open(pg_url)
+    opened.setup()
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -8,7 +8,7 @@ custody then brings the whole tree over, every content checked.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -22,16 +22,6 @@ from host.storage import StorageTx
 from host.storage.postgres import PostgresStorage
 
 D = DeliveryId("d-archive-batches")
-
-
-@pytest.fixture
-def store(pg_url: str) -> Iterator[PostgresStorage]:
-    opened = PostgresStorage.open(pg_url)
-    opened.setup()
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 class _Counting:

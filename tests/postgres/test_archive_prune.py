@@ -7,22 +7,8 @@ content no remaining savepoint of any delivery names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from host.storage import ArchivedSavepoint
 from host.storage.postgres import PostgresStorage
-
-
-@pytest.fixture
-def store(pg_url: str) -> Iterator[PostgresStorage]:
-    opened = PostgresStorage.open(pg_url)
-    opened.setup()
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _put(store: PostgresStorage, delivery: str, savepoint: str, contents: dict[str, bytes]) -> None:
