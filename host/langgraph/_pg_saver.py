@@ -114,7 +114,9 @@ class PgHostSaver(SyncTwins, PostgresSaver):
     the step (:func:`host._step_rows.write_step_rows`). Reads are the stock
     saver's, on the same pool. Async methods run the synchronous ones in a
     worker thread (:func:`off_loop`), so a runner's ``--concurrency`` deliveries
-    overlap their commits' round trips instead of queuing on the event loop.
+    overlap their commits' round trips instead of queuing on the event loop;
+    a checkpoint of the only delivery this process is running commits on the
+    loop's thread, where the hop would only cost CPU (decision 0138).
     """
 
     def __init__(
@@ -133,6 +135,23 @@ class PgHostSaver(SyncTwins, PostgresSaver):
     async def _twin(self, call: Callable[..., _T], *args: Any) -> _T:
         """Each async twin runs its synchronous call in a worker thread."""
         return await off_loop(call, *args)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async twin of put: in a worker thread only when other deliveries could overlap.
+
+        With one delivery running in this process, nothing else on the event
+        loop waits for its commit, and the thread hop (a wake-up each way and
+        the GIL handed over twice) costs more CPU than it saves.
+        """
+        if len(self.tokens) > 1:
+            return await off_loop(self.put, config, checkpoint, metadata, new_versions)
+        return self.put(config, checkpoint, metadata, new_versions)
 
     def put(
         self,
@@ -199,6 +218,24 @@ class PgHostSaver(SyncTwins, PostgresSaver):
                 "checkpoint_id": checkpoint["id"],
             }
         }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async twin of put_writes: a worker thread only when there is something to store.
+
+        Most tasks write no error or interrupt, and then ``put_writes`` touches
+        no connection: a hop to a worker thread and back would cost more CPU
+        than the rest of the call.
+        """
+        if any(w[0] in WRITES_IDX_MAP for w in writes):
+            await self._twin(self.put_writes, config, writes, task_id, task_path)
+        else:
+            self.put_writes(config, writes, task_id, task_path)
 
     def put_writes(
         self,

@@ -34,15 +34,20 @@ HEAD_SQL = (
 )
 _BLOBS_SQL = (
     "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
-    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-    "%s::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
 )
-"""The library's blob upsert, a checkpoint's blobs in one statement (one array per column)."""
+"""The library's blob upsert, a checkpoint's blobs in one statement (one array per column).
+
+Arrays go in binary (``%b``): psycopg then packs each element as it is, where
+the text form escapes every byte of a bytea into an array literal (about three
+times the client's CPU for a step's rows).
+"""
 _JOURNAL_SQL = (
     "INSERT INTO execsys_journal (delivery, ordinal, digest, line) "
-    "SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::bytea[])"
+    "SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::bytea[])"
 )
-"""A step's journal lines in one statement (arrays of ordinals, digests and lines)."""
+"""A step's journal lines in one statement (binary arrays of ordinals, digests and lines)."""
 _CHECKPOINT_SQL = (
     "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
     "checkpoint, metadata) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -311,7 +316,7 @@ class PostgresTx(PostgresGoalWrites):
 
 PUT_RECORDS_SQL = (
     "WITH given AS (SELECT DISTINCT ON (digest) digest, body "
-    "FROM unnest(%s::text[], %s::bytea[]) AS g(digest, body)), "
+    "FROM unnest(%b::text[], %b::bytea[]) AS g(digest, body)), "
     "stored AS (INSERT INTO execsys_records (digest, body) SELECT digest, body FROM given "
     "ON CONFLICT DO NOTHING) "
     "INSERT INTO execsys_record_refs (delivery, digest) SELECT %s, digest FROM given "
