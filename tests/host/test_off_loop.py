@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+from typing import Any
 
 import pytest
+from langgraph.checkpoint.base import WRITES_IDX_MAP
 
-from host.langgraph._pg_saver import off_loop
+from host.langgraph._pg_saver import PgHostSaver, off_loop
 
 
 def test_the_loop_runs_other_work_while_the_call_blocks() -> None:
@@ -101,3 +103,36 @@ def test_a_call_that_fails_after_its_caller_was_cancelled_is_not_reported_as_los
     asyncio.run(scenario())
     gc.collect()
     assert reported == []
+
+
+def _saver(tokens: dict[str, int]) -> tuple[PgHostSaver, list[bool]]:
+    """A PostgreSQL saver whose store calls only note whether they ran on the loop's thread."""
+    saver = PgHostSaver.__new__(PgHostSaver)  # no pool: the calls below are replaced
+    saver.tokens = tokens
+    on_loop: list[bool] = []
+
+    def noted(*_args: object) -> dict[str, object]:
+        on_loop.append(threading.current_thread() is threading.main_thread())
+        return {}
+
+    saver.put = noted  # type: ignore[method-assign,assignment]
+    saver.put_writes = noted  # type: ignore[method-assign,assignment]
+    return saver, on_loop
+
+
+def test_the_only_running_delivery_commits_on_the_loop_and_two_overlap() -> None:
+    config: Any = {"configurable": {"thread_id": "a"}}
+    alone, on_loop = _saver({"a": 1})
+    asyncio.run(alone.aput(config, {}, {}, {}))  # type: ignore[typeddict-item]
+    assert on_loop == [True]
+    two, on_loop = _saver({"a": 1, "b": 2})
+    asyncio.run(two.aput(config, {}, {}, {}))  # type: ignore[typeddict-item]
+    assert on_loop == [False], "with another delivery in flight the commit leaves the loop"
+
+
+def test_writes_with_nothing_to_store_stay_on_the_loop() -> None:
+    config: Any = {"configurable": {"thread_id": "a"}}
+    saver, on_loop = _saver({"a": 1, "b": 2})
+    asyncio.run(saver.aput_writes(config, [("value", 1)], "task"))
+    asyncio.run(saver.aput_writes(config, [(next(iter(WRITES_IDX_MAP)), ValueError("x"))], "task"))
+    assert on_loop == [True, False]
