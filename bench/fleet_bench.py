@@ -28,6 +28,10 @@ queued deliveries of ``--steps`` steps drained by 1, 2 and 4 ``execsys serve`` p
 (``--fleet-processes``) on the same database, each process ``--fleet-concurrency`` deliveries
 at a time. ``--fleet-only`` skips the one-process rows; ``--profile FILE`` adds a one-process
 round (not in the table) whose runner runs under a CPU-time cProfile.
+
+``--host-only`` runs the Host row alone (a warm-up, then ``--deliveries``) in a process of
+its own, with no statement counting and nothing run before it, and prints its ms and CPU ms
+per step: run it alternately from two checkouts (``PYTHONPATH=DIR``) for a before/after.
 """
 
 from __future__ import annotations
@@ -298,11 +302,20 @@ def main() -> None:
     parser.add_argument("--fleet-concurrency", type=int, default=1)
     parser.add_argument("--fleet-only", action="store_true")
     parser.add_argument("--profile", type=Path)
+    parser.add_argument("--host-only", action="store_true", help="the Host row alone")
     args = parser.parse_args()
     if not args.store:
         parser.error("--store postgresql://... (or EXECSYS_BENCH_POSTGRES) is required")
     url = args.store
     migrate_postgres(url)
+    if args.host_only:
+        folder = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+        run_host(url, 3, args.steps, folder)
+        got = run_host(url, args.deliveries, args.steps, folder)
+        cpu = got["ms/step"] * got["cpu %"] / 100
+        code = Path(__file__).resolve().parent.parent
+        print(f"host: {got['ms/step']:.2f} ms/step, {cpu:.2f} CPU ms/step (code of {code})")
+        return
     Statements.install()
     n, steps = args.deliveries, args.steps
     rows: list[dict[str, Any]] = []
