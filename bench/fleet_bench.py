@@ -311,10 +311,10 @@ def main() -> None:
     if args.host_only:
         folder = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
         run_host(url, 3, args.steps, folder)
-        got = run_host(url, args.deliveries, args.steps, folder)
-        cpu = got["ms/step"] * got["cpu %"] / 100
+        measured = run_host(url, args.deliveries, args.steps, folder)
+        cpu = measured["ms/step"] * measured["cpu %"] / 100
         code = Path(__file__).resolve().parent.parent
-        print(f"host: {got['ms/step']:.2f} ms/step, {cpu:.2f} CPU ms/step (code of {code})")
+        print(f"host: {measured['ms/step']:.2f} ms/step, {cpu:.2f} CPU ms/step (code of {code})")
         return
     Statements.install()
     n, steps = args.deliveries, args.steps
