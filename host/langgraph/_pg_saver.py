@@ -133,25 +133,19 @@ class PgHostSaver(SyncTwins, PostgresSaver):
         """Nothing: the store's migrations created the checkpoint tables."""
 
     async def _twin(self, call: Callable[..., _T], *args: Any) -> _T:
-        """Each async twin runs its synchronous call in a worker thread."""
-        return await off_loop(call, *args)
+        """Run an async twin's synchronous call in a worker thread when that can pay off.
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Async twin of put: in a worker thread only when other deliveries could overlap.
-
-        With one delivery running in this process, nothing else on the event
-        loop waits for its commit, and the thread hop (a wake-up each way and
-        the GIL handed over twice) costs more CPU than it saves.
+        Two calls stay on the loop's thread (decision 0138): a checkpoint of the
+        only delivery this process is running (nothing else on the loop waits
+        for its commit, and the hop, a wake-up each way and the GIL handed over
+        twice, costs more CPU than it saves), and task writes with no error or
+        interrupt among them (``put_writes`` then touches no connection).
         """
-        if len(self.tokens) > 1:
-            return await off_loop(self.put, config, checkpoint, metadata, new_versions)
-        return self.put(config, checkpoint, metadata, new_versions)
+        if call == self.put and len(self.tokens) <= 1:
+            return call(*args)
+        if call == self.put_writes and not any(w[0] in WRITES_IDX_MAP for w in args[1]):
+            return call(*args)
+        return await off_loop(call, *args)
 
     def put(
         self,
@@ -218,24 +212,6 @@ class PgHostSaver(SyncTwins, PostgresSaver):
                 "checkpoint_id": checkpoint["id"],
             }
         }
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """Async twin of put_writes: a worker thread only when there is something to store.
-
-        Most tasks write no error or interrupt, and then ``put_writes`` touches
-        no connection: a hop to a worker thread and back would cost more CPU
-        than the rest of the call.
-        """
-        if any(w[0] in WRITES_IDX_MAP for w in writes):
-            await self._twin(self.put_writes, config, writes, task_id, task_path)
-        else:
-            self.put_writes(config, writes, task_id, task_path)
 
     def put_writes(
         self,

@@ -115,8 +115,11 @@ def _saver(tokens: dict[str, int]) -> tuple[PgHostSaver, list[bool]]:
         on_loop.append(threading.current_thread() is threading.main_thread())
         return {}
 
+    def noted_writes(*_args: object) -> None:
+        noted()
+
     saver.put = noted  # type: ignore[method-assign,assignment]
-    saver.put_writes = noted  # type: ignore[method-assign,assignment]
+    saver.put_writes = noted_writes  # type: ignore[method-assign,assignment]
     return saver, on_loop
 
 
