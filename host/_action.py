@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -321,11 +322,17 @@ async def _commit(
         artifacts=result.artifacts,
     )
     try:
-        # One trip to a worker thread: validation hashes the workspace, and an accepted
-        # verdict is advanced right away, before the checkpoint commits.
-        verdict, advanced = await asyncio.to_thread(
-            _validate_and_advance, ctx.custody, preview, ctx.delivery_id
-        )
+        # Validation hashes the workspace, and an accepted verdict is advanced right
+        # away, before the checkpoint commits: in a worker thread, unless the
+        # delivery is alone in its process and its validations are quick.
+        started = time.perf_counter()
+        if ctx.custody_on_loop():
+            verdict, advanced = _validate_and_advance(ctx.custody, preview, ctx.delivery_id)
+        else:
+            verdict, advanced = await asyncio.to_thread(
+                _validate_and_advance, ctx.custody, preview, ctx.delivery_id
+            )
+        ctx.custody_s = time.perf_counter() - started
     except Exception as exc:  # custody state unknown: never guess
         writer.intervention(f"custody could not validate '{node_id}': {type(exc).__name__}")
         return

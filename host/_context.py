@@ -86,6 +86,10 @@ def _back_edges(graph: ControlGraph) -> frozenset[tuple[str, str]]:
     return frozenset(found)
 
 
+CUSTODY_ON_LOOP_S = 0.02
+"""A validation that took longer than this sends the next one to a worker thread."""
+
+
 @dataclass
 class DeliveryContext:
     """Everything a node handler of one delivery may use (never checkpointed)."""
@@ -112,6 +116,20 @@ class DeliveryContext:
     sleep: Callable[[float], Any] = asyncio.sleep
     interrupted: dict[str, dict[str, Any]] = field(default_factory=dict)
     """node -> the directive that re-dispatches its interrupted attempt (recovery only)."""
+    alone: Callable[[], bool] = field(default=lambda: False)
+    """Whether this is the only delivery its process drives now (see ``custody_on_loop``)."""
+    custody_s: float = 0.0
+    """How long the delivery's last custody validation took, in seconds."""
+
+    def custody_on_loop(self) -> bool:
+        """Whether custody's validation may run on the event loop's thread (decision 0139).
+
+        Only for the only delivery its process drives, and only while its
+        validations are quick: the hop to a worker thread then costs more than
+        anything it could overlap, and a long one (a large workspace) goes back
+        to a thread so the loop keeps serving timers, signals and requests.
+        """
+        return self.custody_s < CUSTODY_ON_LOOP_S and self.alone()
 
     @cached_property
     def delivery_id(self) -> DeliveryId:

@@ -225,7 +225,12 @@ class HostCore:
             operations=self.operations,
             load_record=self.load_record,
             cache_record=self.cache_record,
+            alone=self._alone,
         )
+
+    def _alone(self) -> bool:
+        """Whether this process drives at most one delivery now."""
+        return len(self.active) <= 1
 
     async def snapshot(
         self, delivery: AdmittedDelivery, checkpoint: str | None = None
