@@ -46,26 +46,22 @@ async def _done(_request: Any) -> dict[str, Any]:
     return reply({})
 
 
-def test_a_lone_quick_delivery_validates_on_the_loop(tmp_path: Path) -> None:
-    custody = NotingCustody()
+def _three_steps(tmp_path: Path, custody: NotingCustody) -> list[bool]:
+    """Run a three-action chain alone; where each validation ran."""
     harness = Harness(tmp_path, {"e": _done}, custody=custody)
     try:
-        report = harness.run(make_delivery(_chain(3)))
+        assert harness.run(make_delivery(_chain(3))).status == "completed"
     finally:
         harness.close()
-    assert report.status == "completed"
-    assert custody.on_loop == [True, True, True]
+    return custody.on_loop
+
+
+def test_a_lone_quick_delivery_validates_on_the_loop(tmp_path: Path) -> None:
+    assert _three_steps(tmp_path, NotingCustody()) == [True, True, True]
 
 
 def test_a_slow_validation_sends_the_next_ones_to_a_thread(tmp_path: Path) -> None:
-    custody = NotingCustody(slow_s=0.05)
-    harness = Harness(tmp_path, {"e": _done}, custody=custody)
-    try:
-        report = harness.run(make_delivery(_chain(3)))
-    finally:
-        harness.close()
-    assert report.status == "completed"
-    assert custody.on_loop == [True, False, False]
+    assert _three_steps(tmp_path, NotingCustody(slow_s=0.05)) == [True, False, False]
 
 
 def test_two_deliveries_in_flight_validate_in_threads(tmp_path: Path) -> None:
