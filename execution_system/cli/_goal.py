@@ -359,10 +359,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     summary = {k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files")}
-    summary["workspace_released"] = report["workspace_released"]
-    summary["savepoints_pruned"] = report["savepoints_pruned"]
-    if "archive_savepoints_pruned" in report:
-        summary["archive_savepoints_pruned"] = report["archive_savepoints_pruned"]
+    summary.update(_released(report))
     if args.json:
         emit_json({**summary, "output": args.output, **({} if args.output else {"patch": text})})
     elif args.output:
@@ -375,14 +372,17 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _released(report: dict[str, Any]) -> dict[str, Any]:
+    """What the export released and pruned, as both export formats report it."""
+    keys = ("workspace_released", "savepoints_pruned", "archive_savepoints_pruned")
+    return {key: report[key] for key in keys if key in report}
+
+
 def _exported_bundle(args: argparse.Namespace, report: dict[str, Any]) -> int:
     keys = ("goal", "format", "base", "frozen", "manifest", "files", "ref", "commit", "parent")
     summary = {k: report[k] for k in keys}
     summary["prerequisite"] = report["prerequisite"]
-    summary["workspace_released"] = report["workspace_released"]
-    summary["savepoints_pruned"] = report["savepoints_pruned"]
-    if "archive_savepoints_pruned" in report:
-        summary["archive_savepoints_pruned"] = report["archive_savepoints_pruned"]
+    summary.update(_released(report))
     if args.json:
         emit_json({**summary, "output": args.output})
         return 0
