@@ -311,32 +311,43 @@ for i in range(1, steps + 1):
     preview = CustodyPreview(capability=cap.token, site=site, update_digest=digest_of({}))
     verdict = custody.validate(preview)
     custody.advance(delivery, verdict.savepoint)
-    marks.append(time.perf_counter())
-print(" ".join(str(m) for m in marks))
+    marks.append(f"{time.perf_counter()},{time.process_time()}")
+print(" ".join(marks))
 """
 
 
-def custody_table(folder: Path, steps: int, baseline: Path | None = None) -> None:
-    """Table 4: FileCustody alone, issue + validate + advance per step, start vs end."""
+def custody_table(folder: Path, steps: int, baseline: Path | None = None, reps: int = 1) -> None:
+    """Table 4: FileCustody alone, issue + validate + advance per step, start vs end.
+
+    Wall time (mean between marks) and the process's CPU time, per step; with a
+    baseline the sides alternate ``reps`` times.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     sides: list[tuple[str, dict[str, str]]] = [("this code", {})]
     if baseline:
         sides.append((f"code of {baseline.name}", {"PYTHONPATH": str(baseline)}))
     tenth = max(1, steps // 10)
     print(f"4. FileCustody alone, {steps} steps on an empty workspace, ms per step (mean)")
-    print(f"{'':<22}{f'1-{tenth}':>10}{f'{steps - tenth}-{steps}':>12}")
-    for label, env in sides:
-        done = subprocess.run(
-            [PYTHON, "-c", CUSTODY_LOOP, str(steps), str(folder)],
-            capture_output=True,
-            text=True,
-            env={**os.environ, **env},
-            check=True,
-        )
-        marks = [float(m) for m in done.stdout.split()]
-        first = (marks[tenth] - marks[0]) / tenth * 1000
-        last = (marks[-1] - marks[-1 - tenth]) / tenth * 1000
-        print(f"{label:<22}{first:>10.3f}{last:>12.3f}")
+    print(
+        f"{'':<22}{f'wall 1-{tenth}':>14}{f'wall {steps - tenth}-{steps}':>16}"
+        f"{f'CPU 1-{tenth}':>13}{f'CPU {steps - tenth}-{steps}':>15}"
+    )
+    for _ in range(reps):
+        for label, env in sides:
+            done = subprocess.run(
+                [PYTHON, "-c", CUSTODY_LOOP, str(steps), str(folder)],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **env},
+                check=True,
+            )
+            marks = [tuple(map(float, m.split(","))) for m in done.stdout.split()]
+            row = [
+                (marks[end][i] - marks[start][i]) / tenth * 1000
+                for i in (0, 1)
+                for start, end in ((0, tenth), (-1 - tenth, -1))
+            ]
+            print(f"{label:<22}{row[0]:>14.3f}{row[1]:>16.3f}{row[2]:>13.3f}{row[3]:>15.3f}")
 
 
 def build_table(nodes: int, reps: int) -> None:
@@ -408,7 +419,7 @@ def main() -> None:
         if 3 in only:
             build_table(args.nodes, args.reps)
         if 4 in only:
-            custody_table(Path(tmp) / "custody", args.long, args.baseline)
+            custody_table(Path(tmp) / "custody", args.long, args.baseline, args.reps)
         if 5 in only:
             from _step_breakdown import parts_table, wal_table
 
