@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import stat
+import threading
 from pathlib import Path
 
 import pydantic
@@ -131,6 +132,36 @@ def encode_token(claims: CapabilityClaims, key: SigningKey) -> str:
     payload = canonical_bytes(claims.model_dump(mode="json"))
     text = base64.urlsafe_b64encode(payload).rstrip(b"=").decode("ascii")
     return f"{text}.{key.sign(payload)}"
+
+
+#: Tokens whose claims one custody instance remembers between issue and validate.
+_MINTED_MEMORY = 4096
+
+
+class MintedTokens:
+    """Tokens this custody instance signed, each with the claims it signed.
+
+    A token presented for validation that is found here by exact string is the
+    one signed with these claims under this instance's key, which is what
+    checking its signature would establish, so its parse is skipped. A token is
+    taken once: a second presentation (a replay) is decoded and checked in full.
+    """
+
+    def __init__(self) -> None:
+        self._claims: dict[str, CapabilityClaims] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, token: str, claims: CapabilityClaims) -> None:
+        """Note a token just signed (the oldest is forgotten beyond the memory's size)."""
+        with self._lock:
+            if len(self._claims) >= _MINTED_MEMORY:
+                self._claims.pop(next(iter(self._claims)))
+            self._claims[token] = claims
+
+    def take(self, token: str) -> CapabilityClaims | None:
+        """The claims ``token`` was signed with here, forgetting it; None if unknown."""
+        with self._lock:
+            return self._claims.pop(token, None)
 
 
 def _malformed(message: str) -> Refusal:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -43,6 +44,7 @@ from contracts import (
 from execution_system.custody._attribution import IssueTimes
 from execution_system.custody._blobs import BlobBatch, BlobStore
 from execution_system.custody._capability import (
+    MintedTokens,
     SigningKey,
     check_changes,
     check_site,
@@ -71,6 +73,9 @@ from execution_system.custody._tree import (
 )
 from execution_system.custody._workspace import copy_seed, drop_leftover_openings, remove_tree
 from host._faults import boundary
+
+#: Workspace paths remembered per delivery id (a check and two path joins otherwise).
+_WORKSPACE_MEMORY = 4096
 
 
 def _raise(refusal: Refusal) -> NoReturn:
@@ -104,6 +109,9 @@ class FileCustody(SavepointTransfer):
         self._exclude = names
         """Folder names left out of the trees of deliveries this instance opens."""
         self._clock = clock
+        self._store_lock = os.fspath(self._root / "locks" / "store.lock")
+        self._workspaces: dict[str, Path] = {}
+        self._minted = MintedTokens()
         self._state = DeliveryState(self._root / "deliveries")
         self._blobs = BlobStore(self._root / "blobs")
         self._key: SigningKey | None = None
@@ -126,12 +134,17 @@ class FileCustody(SavepointTransfer):
         return self._key
 
     def _workspace(self, delivery: str) -> Path:
-        return self._root / "workspaces" / check_delivery(delivery)
+        workspace = self._workspaces.get(delivery)
+        if workspace is None:
+            workspace = self._root / "workspaces" / check_delivery(delivery)
+            if len(self._workspaces) < _WORKSPACE_MEMORY:
+                self._workspaces[delivery] = workspace
+        return workspace
 
     @contextmanager
     def _guard(self, delivery: str, *, exclusive_store: bool = False) -> Iterator[None]:
         with (
-            file_lock(self._root / "locks" / "store.lock", exclusive=exclusive_store),
+            file_lock(self._store_lock, exclusive=exclusive_store),
             self._state.lock(delivery),
         ):
             yield
@@ -180,7 +193,12 @@ class FileCustody(SavepointTransfer):
         (read here otherwise).
         """
         workspace = self._workspace(delivery)
-        if not workspace.is_dir() or workspace.is_symlink():
+        try:
+            # One lstat: a symbolic link to a folder is not a workspace.
+            present = stat.S_ISDIR(os.lstat(workspace).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            present = False
+        if not present:
             raise Refusal(
                 ErrorCode.CUSTODY_WORKSPACE_UNKNOWN, delivery, "the workspace directory is missing"
             )
@@ -326,7 +344,9 @@ class FileCustody(SavepointTransfer):
             nonce=secrets.token_hex(16),
         )
         self._issued.remember(claims.nonce)
-        return SignedCapability(claims=claims, token=encode_token(claims, self._signing_key()))
+        token = encode_token(claims, self._signing_key())
+        self._minted.remember(token, claims)
+        return SignedCapability(claims=claims, token=token)
 
     def validate(self, preview: CustodyPreview, *, full_verify: bool = False) -> CustodyVerdict:
         """Check the capability and the observed workspace; never moves the head.
@@ -337,7 +357,9 @@ class FileCustody(SavepointTransfer):
         """
         changed: list[str] = []
         try:
-            claims = decode_token(preview.capability, self._signing_key())
+            claims = self._minted.take(preview.capability) or decode_token(
+                preview.capability, self._signing_key()
+            )
             check_site(claims, preview.site)
             delivery = check_delivery(preview.site.delivery)
             if self._clock() >= claims.expires_at:

@@ -137,7 +137,7 @@ def temp_name(target: Path) -> Path:
     return target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
     """Flush a directory so the renames and creations inside it survive a crash."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -201,14 +201,15 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     fsync_dir(path.parent)
 
 
-def append_line(path: Path, line: str, *, header: str | None = None) -> None:
+def append_line(path: str | Path, line: str, *, header: str | None = None) -> None:
     """Append one line to a log and flush it.
 
     A crash can leave the last line torn (no newline). Before appending, such a
     fragment is closed with a newline so the new line stays parseable; readers
     skip the fragment. ``header`` is written as the first line of an empty log.
+    An empty log's folder is flushed too: the file may have just been created
+    (here, or by a writer that crashed before its first line).
     """
-    created = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         size = os.fstat(fd).st_size
@@ -221,8 +222,8 @@ def append_line(path: Path, line: str, *, header: str | None = None) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    if created:
-        fsync_dir(path.parent)
+    if not size:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -237,7 +238,7 @@ def read_lines(path: Path) -> list[str]:
 
 
 @contextmanager
-def file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
+def file_lock(path: str | Path, *, exclusive: bool) -> Iterator[None]:
     """Hold an advisory ``flock`` on ``path`` (created if needed).
 
     ``flock`` locks belong to the open file description, so two threads of one
@@ -247,7 +248,7 @@ def file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
     try:
         fd = os.open(path, flags, 0o644)
     except FileNotFoundError:  # the first lock under this root: create its folder
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         fd = os.open(path, flags, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)

@@ -76,6 +76,18 @@ def _identity(st: os.stat_result) -> _Identity:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _read_small(path: str) -> bytes:
+    """The whole content of a small file, through one descriptor (``FileNotFoundError``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(fd, 4096)]
+        while len(chunks[-1]) == 4096:
+            chunks.append(os.read(fd, 1 << 20))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 class LogIndex(Generic[_T]):
     """The parsed complete lines of one append-only log, read incrementally.
 
@@ -169,6 +181,8 @@ class DeliveryState:
         """The ``deliveries`` directory."""
         self._locks = root.parent / "locks"
         self._folders: dict[str, Path] = {}
+        self._strings: dict[str, str] = {}
+        """delivery -> its folder as a string (paths of the per-step files are joined to it)."""
         self._nonces: dict[str, LogIndex[str]] = {}
         self._savepoints: dict[str, LogIndex[SavepointInfo]] = {}
         self._written_heads: dict[str, tuple[SavepointId, _Identity]] = {}
@@ -201,13 +215,25 @@ class DeliveryState:
                 self._folders[delivery] = folder
         return folder
 
+    def _file(self, delivery: str, name: str) -> str:
+        """The path of a file in the delivery's folder, as a string (cheaper than a ``Path``)."""
+        folder = self._strings.get(delivery)
+        if folder is None:
+            folder = os.fspath(self.folder(delivery))
+            if len(self._strings) < _FOLDER_MEMORY:
+                self._strings[delivery] = folder
+        return f"{folder}/{name}"
+
     @contextmanager
     def lock(self, delivery: str) -> Iterator[None]:
         """Serialize every head-moving or tree-scanning operation of one delivery."""
         # Lock files live outside the delivery folder so retiring never deletes one
         # that another process is waiting on.
-        with file_lock(self._locks / f"{check_delivery(delivery)}.lock", exclusive=True):
+        with file_lock(self._file_lock_path(delivery), exclusive=True):
             yield
+
+    def _file_lock_path(self, delivery: str) -> str:
+        return f"{os.fspath(self._locks)}/{check_delivery(delivery)}.lock"
 
     def deliveries(self) -> list[str]:
         """Every delivery with records."""
@@ -220,7 +246,7 @@ class DeliveryState:
     def head(self, delivery: str) -> SavepointId | None:
         """The durable head, or None if the delivery was never opened (or is retired)."""
         try:
-            text = (self.folder(delivery) / "head").read_text("ascii").strip()
+            text = _read_small(self._file(delivery, "head")).decode("ascii").strip()
         except FileNotFoundError:
             return None
         return SavepointId(text)
@@ -250,7 +276,7 @@ class DeliveryState:
     def has_manifest(self, delivery: str, savepoint: str) -> bool:
         """Whether ``savepoint`` is recorded for this delivery."""
         try:
-            return self._manifest_path(delivery, savepoint).is_file()
+            return os.path.isfile(self._file(delivery, f"manifests/{hex_of(savepoint)}"))
         except ValueError:
             return False
 
@@ -323,7 +349,7 @@ class DeliveryState:
 
     def use_nonce(self, delivery: str, nonce: str) -> None:
         """Record a nonce as used, durably, before the acceptance is returned."""
-        append_line(self.folder(delivery) / "nonces", nonce, header=log_header("nonces"))
+        append_line(self._file(delivery, "nonces"), nonce, header=log_header("nonces"))
 
     # --- exclusions ------------------------------------------------------------------
 
@@ -415,6 +441,7 @@ class DeliveryState:
             shutil.rmtree(folder)
             fsync_dir(self.root)
         memories = (
+            self._strings,
             self._nonces,
             self._savepoints,
             self._written_heads,

@@ -355,7 +355,7 @@ def scan(
     caches), which are then in no tree and no digest.
     """
     now_ns = time.time_ns()
-    root_real = os.path.realpath(root)
+    root_real = ""  # resolved at the first link: only a link's target is checked against it
     result = Scan(tree={}, cache={})
     tree, kept = result.tree, result.cache
     pending: list[tuple[str, str]] = []
@@ -415,6 +415,7 @@ def scan(
                             stack.append((rel, f"{abs_dir}/{name}"))
                     elif fmt == stat.S_IFLNK:
                         if name not in skip:
+                            root_real = root_real or os.path.realpath(root)
                             tree[rel] = _link_entry(root_real, f"{abs_dir}/{name}", rel, batch)[0]
                     elif fmt != stat.S_IFREG:
                         raise Refusal(ErrorCode.CUSTODY_SPECIAL_FILE, rel, _describe(fmt))

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from custody_helpers import DELIVERY, Clock, make_site, preview
 
-from contracts import ErrorCode, ExecsysError, canonical_bytes
-from execution_system.custody import FileCustody
+from contracts import CapabilityClaims, ErrorCode, ExecsysError, SavepointId, canonical_bytes
+from execution_system.custody import FileCustody, _capability
+from execution_system.custody._capability import MintedTokens, decode_token, load_or_create_key
 
 
 def test_key_is_created_0600_with_32_random_bytes(
@@ -233,3 +234,40 @@ def test_issue_refuses_unknown_delivery_and_unsafe_prefixes(
         with pytest.raises(ExecsysError) as caught:
             custody.issue(make_site(), "write", (prefix,))
         assert caught.value.code is ErrorCode.CUSTODY_PATH_TRAVERSAL, prefix
+
+
+def test_a_token_minted_here_is_known_by_its_exact_string_only(
+    custody: FileCustody, opened: Callable[[], Path]
+) -> None:
+    # Validation skips the parse of a token this instance signed (decision 0140); one
+    # differing character is an unknown token, checked in full.
+    site = make_site()
+    cap = custody.issue(site, "write", ("src",))
+    key = load_or_create_key(custody.root / "key")
+    assert decode_token(cap.token, key) == cap.claims
+    payload, signature = cap.token.split(".")
+    flipped = f"{payload}.{'1' if signature[0] == '0' else '0'}{signature[1:]}"
+    assert custody.validate(preview(flipped, site)).code is ErrorCode.CAPABILITY_BAD_SIGNATURE
+    assert custody.validate(preview(cap.token, site)).accepted
+
+
+def test_minted_tokens_are_taken_once_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_capability, "_MINTED_MEMORY", 2)
+    minted = MintedTokens()
+    claims = [
+        CapabilityClaims(
+            site=make_site(),
+            mode="read",
+            base_savepoint=SavepointId("sha256:" + "0" * 64),
+            issued_at=1.5,
+            expires_at=2.5,
+            nonce=str(i),
+        )
+        for i in range(3)
+    ]
+    for i, claim in enumerate(claims):
+        minted.remember(f"t{i}", claim)
+    assert minted.take("t0") is None  # the oldest, forgotten past the memory's size
+    assert minted.take("t1") == claims[1]
+    assert minted.take("t1") is None  # taken once: a replay is decoded in full
+    assert minted.take("t2") == claims[2]
