@@ -398,10 +398,10 @@ async def _invoke_unless_stopped(
     call = asyncio.ensure_future(
         ctx.invoker(request, binding, capability=token, workspace=workspace)
     )
-    stopper = asyncio.ensure_future(ctx.stop.wait())
-    done, _ = await asyncio.wait({call, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    # The stop's future is shared by every turn of the delivery: nothing to cancel here.
+    racing: set[asyncio.Future[Any]] = {call, ctx.stop.future()}
+    done, _ = await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
     if call in done:
-        stopper.cancel()
         return _safe_result(call)
     call.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):

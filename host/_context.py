@@ -90,6 +90,36 @@ CUSTODY_ON_LOOP_S = 0.02
 """A validation that took longer than this sends the next one to a worker thread."""
 
 
+class StopSignal(asyncio.Event):
+    """An event that also resolves one future when set, for racing a turn against it.
+
+    Racing an executor call against ``wait()`` needs a task per call; the future
+    is made once per delivery and can be awaited by any number of calls.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._future: asyncio.Future[None] | None = None
+
+    def future(self) -> asyncio.Future[None]:
+        """Done once the event is set (made on first use, on the running loop)."""
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+            if self.is_set():
+                self._future.set_result(None)
+        return self._future
+
+    def set(self) -> None:
+        super().set()
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+    def clear(self) -> None:
+        super().clear()
+        if self._future is not None and self._future.done():
+            self._future = None
+
+
 @dataclass
 class DeliveryContext:
     """Everything a node handler of one delivery may use (never checkpointed)."""
@@ -102,7 +132,7 @@ class DeliveryContext:
     load_record: Callable[[str], Any]
     """digest -> value, from the cache or the store."""
     cache_record: Callable[[str, Any], None]
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    stop: StopSignal = field(default_factory=StopSignal)
     """Set when a terminal is reached or a stop is requested: in-flight turns end."""
     stop_reason: str = ""
     """Why ``stop`` was set: terminal, failed, intervention, stop (an operator), or

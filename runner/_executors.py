@@ -130,7 +130,9 @@ class Executors:
                 detail=f"{binding.python}: {type(exc).__name__}: {exc}"[:300],
             )
         try:
-            reply = await asyncio.wait_for(function(request), timeout=binding.timeout_s)
+            # In this task: wait_for would start another one per turn.
+            async with asyncio.timeout(binding.timeout_s):
+                reply = await function(request)
         except TimeoutError:
             return Failed(
                 reason="timeout",
