@@ -66,6 +66,11 @@ class LangGraphHostConfig(BaseModel):
 
     read_only: bool = False
     """Open an existing store for reading only: never create, migrate or write it."""
+    create: bool = True
+    """Create an SQLite store file that does not exist yet. Commands that act on a
+    delivery already stored set it to False, so a mistyped path is refused
+    (``STORE_NOT_FOUND``) instead of leaving an empty store behind. A PostgreSQL
+    database exists before any command runs; its schema is migrated either way."""
 
     @field_validator("store")
     @classmethod

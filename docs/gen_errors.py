@@ -129,8 +129,10 @@ MEANINGS: dict[str, str] = {
     "OPERATION_FAILED": "A registered operation failed on its inputs.",
     "SIBLING_STOPPED": "A branch was stopped because the delivery ended elsewhere.",
     "STORE_ERROR": "The store failed to read or write.",
-    "STORE_NOT_FOUND": "A reading command (`status`, `inspect`, `journal export/verify`) names a "
-    "store that does not exist; reading commands never create one.",
+    "STORE_NOT_FOUND": "A reading command (`status`, `inspect`, `journal export/verify/audit`, "
+    "`watch`) or a command acting on a stored delivery (`stop`, `recover`, `retire`, `input`, "
+    "`resolve`, `goal` other than `create`) names a store that does not exist; only `run`, "
+    "`submit`, `serve`, `web`, `demo`, `goal create` and `store migrate` create one.",
     "STORE_UNREADABLE": "The store path is a directory, not an SQLite file, truncated or "
     "corrupted; nothing was changed.",
     "STORE_READ_ONLY": "A command that writes was given a store it may not write (read-only "

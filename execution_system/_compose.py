@@ -40,11 +40,18 @@ def store_url(flag: str | None) -> str:
     return os.environ.get("EXECSYS_STORE") or DEFAULT_STORE
 
 
-def factory_config(flag: str | None, *, read_only: bool = False) -> RunnerFactoryConfig:
-    """The closed Host selection for a store URL (``read_only``: never create or write it)."""
+def factory_config(
+    flag: str | None, *, read_only: bool = False, existing: bool = False
+) -> RunnerFactoryConfig:
+    """The closed Host selection for a store URL.
+
+    ``read_only``: never create or write it; ``existing``: write it, but never create it.
+    """
     document: dict[str, Any] = {"engine": "langgraph", "store": store_url(flag)}
     if read_only:
         document["read_only"] = True
+    if existing:
+        document["create"] = False
     return parse_factory_config(document)
 
 
@@ -149,14 +156,17 @@ def open_runner(
     operations: Mapping[str, Operation] | None = None,
     *,
     read_only: bool = False,
+    existing: bool = False,
     lease_ttl: str | None = None,
 ) -> Runner:
     """Create the Runner on the configured store, with file custody beside it.
 
     ``read_only`` is for the reading commands: the store must already exist,
     and neither it nor the folders beside it are created or written.
+    ``existing`` is for the commands that act on a stored delivery: the store
+    must already exist, and may be written.
     """
-    config = factory_config(store, read_only=read_only)
+    config = factory_config(store, read_only=read_only, existing=existing)
     ttl = lease_ttl_s(lease_ttl)
     if ttl is not None:
         config = config.model_copy(update={"lease_ttl_s": ttl})

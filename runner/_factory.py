@@ -41,7 +41,7 @@ def parse_factory_config(document: Mapping[str, Any]) -> RunnerFactoryConfig:
                 ErrorCode.CONFIG_INVALID,
                 f"unknown key '{where}'",
                 path=where,
-                expected="engine, store, data_dir, lease_ttl_s, read_only",
+                expected="engine, store, data_dir, lease_ttl_s, read_only, create",
             ) from None
         code = ErrorCode.STORE_URL_INVALID if where == "store" else ErrorCode.CONFIG_INVALID
         raise error(code, first["msg"], path=where) from None

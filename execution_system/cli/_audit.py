@@ -56,7 +56,7 @@ def bundle_bytes(
     from host.journal import encode_bundle, load_private_key
 
     key = load_private_key(_read(sign), sign) if sign else None
-    runner = open_runner(store)
+    runner = open_runner(store, read_only=True)
     try:
         host = runner.host
         document = host.delivery_document(delivery)

@@ -301,6 +301,7 @@ def _input(args: argparse.Namespace) -> int:
     runner = open_runner(
         args.store,
         Path(args.config).parent.absolute() if args.config else None,
+        existing=True,
         lease_ttl=args.lease_ttl,
     )
     from execution_system.cli._progress import follow, wanted
@@ -327,6 +328,7 @@ def _resolve(args: argparse.Namespace) -> int:
     runner = open_runner(
         args.store,
         Path(args.config).parent.absolute() if args.config else None,
+        existing=True,
         lease_ttl=args.lease_ttl,
     )
     from execution_system.cli._progress import follow, wanted

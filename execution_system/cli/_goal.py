@@ -168,10 +168,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON document")
 
 
-def _runtime(args: argparse.Namespace) -> Any:
+def _runtime(args: argparse.Namespace, *, creating: bool = False) -> Any:
+    """The goals on ``--store``; only ``goal create`` may create the store."""
     from execution_system.codeclosure import GoalRuntime
 
-    return GoalRuntime(args.store, lease_ttl=getattr(args, "lease_ttl", None))
+    return GoalRuntime(
+        args.store, lease_ttl=getattr(args, "lease_ttl", None), existing=not creating
+    )
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -213,7 +216,7 @@ def _create(args: argparse.Namespace) -> int:
         worker = PatchWorker(
             patches=tuple(str(Path(p).resolve()) for p in args.patch), ask=args.ask
         )
-    runtime = _runtime(args)
+    runtime = _runtime(args, creating=True)
     try:
         view = runtime.create(
             objective=args.objective,

@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace, call: Any, *, progress: bool = False) -> Any:
     from execution_system._compose import open_runner
     from execution_system.cli._progress import follow, wanted
 
-    runner = open_runner(args.store, lease_ttl=args.lease_ttl)
+    runner = open_runner(args.store, existing=True, lease_ttl=args.lease_ttl)
     try:
         enabled = progress and wanted(args.json)
         return asyncio.run(follow(runner.host, args.delivery, call(runner.host), enabled=enabled))

@@ -159,7 +159,7 @@ def _watch(args: argparse.Namespace) -> int:
     from execution_system._compose import open_runner
     from execution_system.web import ChangeFeed
 
-    runner = open_runner(args.store)
+    runner = open_runner(args.store, read_only=True)
     try:
         return asyncio.run(_follow(runner.host, args, ChangeFeed))
     finally:

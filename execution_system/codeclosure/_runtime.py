@@ -50,9 +50,14 @@ def _operator() -> str:
 class GoalRuntime:
     """Goals and their deliveries on one store."""
 
-    def __init__(self, store: str | None = None, *, lease_ttl: str | None = None) -> None:
+    def __init__(
+        self, store: str | None = None, *, lease_ttl: str | None = None, existing: bool = False
+    ) -> None:
+        """``existing``: the store must already exist (every goal command but ``create``)."""
         self.config = factory_config(store)
-        self.runner = open_runner(store, operations=OPERATIONS, lease_ttl=lease_ttl)
+        self.runner = open_runner(
+            store, operations=OPERATIONS, existing=existing, lease_ttl=lease_ttl
+        )
         self.host: Any = self.runner.host
         # The goal rows live in the Host's store, on whichever backend it is.
         self.goals = GoalStore(self.runner.host.goals)

@@ -13,7 +13,7 @@ from host._operations import Operation
 from host._protocol import CoordinatorHost
 from host._substrate import Substrate
 from host.storage import Storage
-from host.storage.sqlite import open_store, refuse_unusable
+from host.storage.sqlite import open_store, refuse_unusable, store_not_found
 
 
 def store_location(config: LangGraphHostConfig, base: Path | None = None) -> tuple[Path, Path]:
@@ -56,6 +56,8 @@ class LangGraphHostFactory:
         store, data = store_location(self.config, self.base)
         read_only = self.config.read_only
         refuse_unusable(store, read_only=read_only)
+        if not self.config.create and not store.exists():
+            raise store_not_found(store)
         try:
             if not read_only:
                 data.mkdir(parents=True, exist_ok=True)

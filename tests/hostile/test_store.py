@@ -36,7 +36,23 @@ READING = [
     ["inspect", "DELIVERY"],
     ["journal", "verify", "DELIVERY"],
     ["journal", "export", "DELIVERY"],
+    ["journal", "export", "DELIVERY", "--bundle"],
+    ["journal", "audit", "DELIVERY"],
+    ["watch", "DELIVERY"],
 ]
+
+ACTING = [
+    ["stop", "DELIVERY"],
+    ["recover", "DELIVERY", "--directive", "continue", "--reason", "r"],
+    ["retire", "DELIVERY", "--authorization", "a-1"],
+    ["input", "DELIVERY", "--correlation", "c-1", "--response", "ANSWER"],
+    ["resolve", "DELIVERY", "--node", "n", "--actor", "a", "--role", "r", "--result", "ANSWER"],
+    ["goal", "status", "DELIVERY"],
+    ["goal", "export", "DELIVERY"],
+    ["goal", "audit", "DELIVERY"],
+    ["goal", "apply", "DELIVERY", "--to", "FOLDER"],
+]
+"""Commands that write to a store but only act on a delivery already in it."""
 
 
 def _reading(command: list[str], delivery: str) -> list[str]:
@@ -86,6 +102,23 @@ def test_a_reading_command_on_a_mistyped_path_creates_nothing(
     tmp_path: Path, command: list[str]
 ) -> None:
     done = execsys(*_reading(command, "d-x"), "--store", "sqlite:///typo/stat.db", cwd=tmp_path)
+    assert done.code == 1
+    assert done.line == (
+        f"execsys: STORE_NOT_FOUND at {tmp_path}/typo/stat.db: no store here "
+        "(expected a store created by 'execsys run' (check --store and EXECSYS_STORE))"
+    )
+    assert _tree(tmp_path) == set()
+
+
+@pytest.mark.parametrize("command", ACTING, ids=" ".join)
+def test_a_command_acting_on_a_delivery_refuses_a_mistyped_path_and_creates_nothing(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, command: list[str]
+) -> None:
+    answer = tmp_path_factory.mktemp("answer") / "answer.json"
+    answer.write_text("{}")
+    given = {"ANSWER": str(answer), "FOLDER": str(answer.parent)}
+    words = [given.get(word, word) for word in _reading(command, "d-x")]
+    done = execsys(*words, "--store", "sqlite:///typo/stat.db", cwd=tmp_path)
     assert done.code == 1
     assert done.line == (
         f"execsys: STORE_NOT_FOUND at {tmp_path}/typo/stat.db: no store here "

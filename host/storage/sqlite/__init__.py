@@ -6,7 +6,12 @@ subclass adds inside its own transaction. It may import ``sqlite3``; it may not
 import LangGraph or anything of the Host core beyond the port it implements.
 """
 
-from host.storage.sqlite._errors import driver_failure, refuse_unusable, store_error
+from host.storage.sqlite._errors import (
+    driver_failure,
+    refuse_unusable,
+    store_error,
+    store_not_found,
+)
 from host.storage.sqlite._open import open_store
 from host.storage.sqlite._storage import SCHEMA, SqliteStorage, connect
 from host.storage.sqlite._tx import SqliteTx
@@ -20,4 +25,5 @@ __all__ = [
     "open_store",
     "refuse_unusable",
     "store_error",
+    "store_not_found",
 ]

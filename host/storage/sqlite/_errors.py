@@ -9,6 +9,16 @@ from pathlib import Path
 from contracts import ErrorCode, ExecsysError, error
 
 
+def store_not_found(store: Path) -> ExecsysError:
+    """The error for a store file that does not exist where a command needs one."""
+    return error(
+        ErrorCode.STORE_NOT_FOUND,
+        "no store here",
+        path=str(store),
+        expected="a store created by 'execsys run' (check --store and EXECSYS_STORE)",
+    )
+
+
 def refuse_unusable(store: Path, *, read_only: bool) -> None:
     """Refuse a store path that cannot work before SQLite makes a guess about it."""
     if store.is_dir():

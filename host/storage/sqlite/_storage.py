@@ -43,6 +43,7 @@ from urllib.parse import quote
 
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
+from host.storage.sqlite._errors import store_not_found
 from host.storage.sqlite._goals import GOAL_SCHEMA, SqliteGoalReads
 from host.storage.sqlite._tx import (
     HEAD_SQL,
@@ -128,12 +129,7 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     """Open the store file with the settings every connection needs."""
     if readonly:
         if not path.exists():
-            raise error(
-                ErrorCode.STORE_NOT_FOUND,
-                "no store here",
-                path=str(path),
-                expected="a store created by 'execsys run' (check --store and EXECSYS_STORE)",
-            )
+            raise store_not_found(path)
         conn = _connect_read_only(path)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
