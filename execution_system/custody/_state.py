@@ -229,11 +229,9 @@ class DeliveryState:
         """Serialize every head-moving or tree-scanning operation of one delivery."""
         # Lock files live outside the delivery folder so retiring never deletes one
         # that another process is waiting on.
-        with file_lock(self._file_lock_path(delivery), exclusive=True):
+        path = f"{os.fspath(self._locks)}/{check_delivery(delivery)}.lock"
+        with file_lock(path, exclusive=True):
             yield
-
-    def _file_lock_path(self, delivery: str) -> str:
-        return f"{os.fspath(self._locks)}/{check_delivery(delivery)}.lock"
 
     def deliveries(self) -> list[str]:
         """Every delivery with records."""
