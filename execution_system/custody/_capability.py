@@ -135,7 +135,7 @@ def encode_token(claims: CapabilityClaims, key: SigningKey) -> str:
 
 
 #: Tokens whose claims one custody instance remembers between issue and validate.
-_MINTED_MEMORY = 4096
+_MINTED_MEMORY = 1024
 
 
 class MintedTokens:
