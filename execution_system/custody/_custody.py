@@ -252,7 +252,7 @@ class FileCustody(SavepointTransfer):
             head = self._state.head(delivery)
             if head is not None:
                 return head
-            self._state.create(delivery)
+            created = self._state.create(delivery)
             exclude = self._state.recorded_exclusions(delivery)
             if exclude is None:
                 exclude = self._exclude
@@ -275,6 +275,8 @@ class FileCustody(SavepointTransfer):
                     os.rename(staging, workspace)
                 except BaseException:
                     remove_tree(staging)
+                    if created:  # a refused seed leaves no records of a delivery never opened
+                        self._state.remove(delivery)
                     raise
                 fsync_dir(workspace.parent)
                 boundary("custody-seed-publish", "after")

@@ -423,12 +423,14 @@ class DeliveryState:
 
     # --- lifecycle --------------------------------------------------------------------
 
-    def create(self, delivery: str) -> None:
-        """Create the delivery's folder (durably)."""
+    def create(self, delivery: str) -> bool:
+        """Create the delivery's folder (durably); whether it was created by this call."""
         folder = self.folder(delivery)
-        if not folder.is_dir():
-            folder.mkdir(parents=True)
-            fsync_dir(folder.parent)
+        if folder.is_dir():
+            return False
+        folder.mkdir(parents=True)
+        fsync_dir(folder.parent)
+        return True
 
     def remove(self, delivery: str) -> None:
         """Delete every record of the delivery."""

@@ -113,6 +113,7 @@ def test_unsafe_seeds_are_refused(custody: FileCustody, seed: Path, kind: str) -
     assert caught.value.code is ErrorCode.CUSTODY_SEED_INVALID
     # Nothing half-made is left behind: a later open with a good seed works.
     assert not Path(custody.workspace(DELIVERY)).exists()
+    assert not (custody.root / "deliveries" / DELIVERY).exists()
     with pytest.raises(ExecsysError):
         custody.head(DELIVERY)
 
