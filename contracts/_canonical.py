@@ -10,7 +10,10 @@ reference ``rfc8785`` encoder. In that float range both print the shortest
 round-trip digits without an exponent; an integral float prints differently
 (``5.0`` against ``5``). The range is narrower than where the two were seen to
 agree, so that no exponent form is involved. A timestamp such as a
-capability's expiry is such a float.
+capability's expiry is such a float. An integral float below 2^53 in
+magnitude (a ``timeout_s`` of ``60.0``) is what RFC 8785 prints as the integer
+of the same value, so such floats are encoded as those integers on the fast
+path instead of sending the whole value to the reference encoder.
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ _FLOAT_LOW, _FLOAT_HIGH = 1e-4, 1e16
 """Magnitudes whose non-integral floats print alike in orjson and RFC 8785."""
 
 
-def _fast_path_applies(value: Any) -> bool:
+_NO, _YES, _AS_INTS = 0, 1, 2
+"""What :func:`_fast_path` found: the reference encoder, orjson, orjson once integral
+floats are integers."""
+
+
+def _fast_path(value: Any) -> int:
+    found = _YES
     stack = [value]
     while stack:
         current = stack.pop()
@@ -43,22 +52,48 @@ def _fast_path_applies(value: Any) -> bool:
         if kind is int:
             if -_MAX_EXACT <= current <= _MAX_EXACT:
                 continue
-            return False
+            return _NO
         if kind is dict:
             for key, item in current.items():
                 if type(key) is not str or not key.isascii():
-                    return False
+                    return _NO
                 stack.append(item)
             continue
         if kind is list or kind is tuple:
             stack.extend(current)
             continue
-        if kind is float and _FLOAT_LOW <= abs(current) < _FLOAT_HIGH:
+        if kind is float:
             if current.is_integer():
-                return False
-            continue
-        return False  # other floats and anything else: the reference encoder decides
-    return True
+                if abs(current) <= _MAX_EXACT:
+                    found = _AS_INTS  # exactly the integer RFC 8785 prints for it
+                    continue
+                return _NO
+            if _FLOAT_LOW <= abs(current) < _FLOAT_HIGH:
+                continue
+        return _NO  # other floats and anything else: the reference encoder decides
+    return found
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """A copy of ``value`` whose integral floats are ints (containers copied, scalars shared)."""
+    holder = [value]
+    stack: list[tuple[Any, Any]] = [(holder, 0)]
+    while stack:
+        parent, key = stack.pop()
+        item = parent[key]
+        kind = type(item)
+        if kind is float:
+            if item.is_integer():
+                parent[key] = int(item)
+        elif kind is dict:
+            copied = dict(item)
+            parent[key] = copied
+            stack.extend((copied, k) for k in copied)
+        elif kind is list or kind is tuple:
+            items = list(item)
+            parent[key] = items
+            stack.extend((items, i) for i in range(len(items)))
+    return holder[0]
 
 
 def number_problem(value: float) -> str | None:
@@ -117,8 +152,11 @@ def canonical_bytes(value: Any) -> bytes:
     ``value`` must be JSON-native (dict with str keys, list, str, int, float,
     bool, None). Floats that are not finite are refused by the encoder.
     """
-    if _fast_path_applies(value):
+    path = _fast_path(value)
+    if path == _YES:
         return orjson.dumps(value, option=_SORTED)
+    if path == _AS_INTS:
+        return orjson.dumps(_integral_floats_as_ints(value), option=_SORTED)
     return bytes(rfc8785.dumps(value))
 
 
