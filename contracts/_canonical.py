@@ -76,24 +76,23 @@ def _fast_path(value: Any) -> int:
 
 def _integral_floats_as_ints(value: Any) -> Any:
     """A copy of ``value`` whose integral floats are ints (containers copied, scalars shared)."""
-    holder = [value]
-    stack: list[tuple[Any, Any]] = [(holder, 0)]
+    root = [value]
+    stack: list[Any] = [root]
     while stack:
-        parent, key = stack.pop()
-        item = parent[key]
-        kind = type(item)
-        if kind is float:
-            if item.is_integer():
-                parent[key] = int(item)
-        elif kind is dict:
-            copied = dict(item)
-            parent[key] = copied
-            stack.extend((copied, k) for k in copied)
-        elif kind is list or kind is tuple:
-            items = list(item)
-            parent[key] = items
-            stack.extend((items, i) for i in range(len(items)))
-    return holder[0]
+        container = stack.pop()
+        pairs = container.items() if type(container) is dict else enumerate(container)
+        for key, item in pairs:
+            kind = type(item)
+            if kind is float:
+                if item.is_integer():
+                    container[key] = int(item)  # a value replaced, never a key added
+            elif kind is dict:
+                container[key] = mapping = dict(item)
+                stack.append(mapping)
+            elif kind is list or kind is tuple:
+                container[key] = items = list(item)
+                stack.append(items)
+    return root[0]
 
 
 def number_problem(value: float) -> str | None:
