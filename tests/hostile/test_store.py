@@ -55,6 +55,15 @@ ACTING = [
 """Commands that write to a store but only act on a delivery already in it."""
 
 
+def _not_found(store: Path) -> str:
+    """The one line a command prints for a store file that does not exist."""
+    return (
+        f"execsys: STORE_NOT_FOUND at {store}: no store here (expected a store created by "
+        "'execsys run', 'execsys submit' or 'execsys goal create' "
+        "(check --store and EXECSYS_STORE))"
+    )
+
+
 def _reading(command: list[str], delivery: str) -> list[str]:
     return [delivery if word == "DELIVERY" else word for word in command]
 
@@ -103,10 +112,7 @@ def test_a_reading_command_on_a_mistyped_path_creates_nothing(
 ) -> None:
     done = execsys(*_reading(command, "d-x"), "--store", "sqlite:///typo/stat.db", cwd=tmp_path)
     assert done.code == 1
-    assert done.line == (
-        f"execsys: STORE_NOT_FOUND at {tmp_path}/typo/stat.db: no store here "
-        "(expected a store created by 'execsys run' (check --store and EXECSYS_STORE))"
-    )
+    assert done.line == _not_found(tmp_path / "typo" / "stat.db")
     assert _tree(tmp_path) == set()
 
 
@@ -120,10 +126,7 @@ def test_a_command_acting_on_a_delivery_refuses_a_mistyped_path_and_creates_noth
     words = [given.get(word, word) for word in _reading(command, "d-x")]
     done = execsys(*words, "--store", "sqlite:///typo/stat.db", cwd=tmp_path)
     assert done.code == 1
-    assert done.line == (
-        f"execsys: STORE_NOT_FOUND at {tmp_path}/typo/stat.db: no store here "
-        "(expected a store created by 'execsys run' (check --store and EXECSYS_STORE))"
-    )
+    assert done.line == _not_found(tmp_path / "typo" / "stat.db")
     assert _tree(tmp_path) == set()
 
 

@@ -15,7 +15,10 @@ def store_not_found(store: Path) -> ExecsysError:
         ErrorCode.STORE_NOT_FOUND,
         "no store here",
         path=str(store),
-        expected="a store created by 'execsys run' (check --store and EXECSYS_STORE)",
+        expected=(
+            "a store created by 'execsys run', 'execsys submit' or 'execsys goal create' "
+            "(check --store and EXECSYS_STORE)"
+        ),
     )
 
 
