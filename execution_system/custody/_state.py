@@ -81,8 +81,9 @@ def _read_small(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = [os.read(fd, 4096)]
-        while len(chunks[-1]) == 4096:
-            chunks.append(os.read(fd, 1 << 20))
+        if len(chunks[0]) == 4096:  # larger than any head: read to the end
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
     finally:
         os.close(fd)
     return b"".join(chunks)

@@ -13,10 +13,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from custody_helpers import DELIVERY, Clock, make_site, preview, settle
 
 from contracts import ErrorCode, InvocationId
 from execution_system.custody import FileCustody
+from execution_system.custody._state import _read_small
 
 
 def _records(custody: FileCustody) -> Path:
@@ -129,3 +131,11 @@ def test_a_torn_nonce_line_is_skipped_then_closed(
     assert custody.validate(preview(cap.token, site)).code is ErrorCode.CAPABILITY_REPLAYED
     lines = (_records(custody) / "nonces").read_bytes().split(b"\n")
     assert b"torn-frag" in lines
+
+
+@pytest.mark.parametrize("size", [0, 72, 4095, 4096, 4097, (1 << 20) + 4096, (1 << 20) + 4097])
+def test_a_small_file_is_read_whole_whatever_its_size(tmp_path: Path, size: int) -> None:
+    # The head is read through one descriptor; a file larger than any head is read to its end.
+    data = os.urandom(size)
+    (tmp_path / "f").write_bytes(data)
+    assert _read_small(str(tmp_path / "f")) == data
