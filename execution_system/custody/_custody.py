@@ -33,7 +33,6 @@ from contracts import (
     DeliveryId,
     ErrorCode,
     ExecutionSite,
-    FileEntry,
     RestoreResult,
     SavepointId,
     SavepointInfo,
@@ -53,9 +52,10 @@ from execution_system.custody._capability import (
     load_or_create_key,
 )
 from execution_system.custody._durable import file_lock, fsync_dir
+from execution_system.custody._reads import SavepointReads
 from execution_system.custody._reclaim import collect_unreferenced, prune_savepoints
 from execution_system.custody._report import PruneReport, SnapshotReport, TreeMemory
-from execution_system.custody._restore import materialize, verify, write_exactly
+from execution_system.custody._restore import materialize, verify
 from execution_system.custody._state import DeliveryState, check_delivery
 from execution_system.custody._transfer import SavepointTransfer
 from execution_system.custody._tree import (
@@ -82,7 +82,7 @@ def _raise(refusal: Refusal) -> NoReturn:
     raise error(refusal.code, refusal.message, path=refusal.path) from None
 
 
-class FileCustody(SavepointTransfer):
+class FileCustody(SavepointTransfer, SavepointReads):
     """Workspace/Custody over a directory: savepoints, signed capabilities, validation.
 
     Implements :class:`contracts.Custody`. ``clock`` supplies Unix time for
@@ -577,37 +577,3 @@ class FileCustody(SavepointTransfer):
                 return self._commit(delivery, observed, batch)
         except Refusal as refusal:
             _raise(refusal)
-
-    def export(self, delivery: DeliveryId, savepoint: SavepointId, target: Path) -> None:
-        """Write a recorded savepoint's tree into the empty folder ``target``, verified.
-
-        The delivery's workspace is not touched; ``target`` is the caller's.
-        """
-        try:
-            tree = self._tree(check_delivery(delivery), savepoint)
-        except Refusal as refusal:
-            _raise(refusal)
-        except ValueError as exc:
-            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
-        write_exactly(target, tree, self._blobs, savepoint)
-
-    def excluded(self, delivery: DeliveryId) -> tuple[str, ...]:
-        """The folder names the delivery's trees leave out (sorted; recorded at open).
-
-        Anyone re-deriving a savepoint from a workspace copy must leave out the
-        same names; a delivery opened before exclusions were recorded has none.
-        """
-        try:
-            return tuple(sorted(self._exclusions(check_delivery(delivery))))
-        except Refusal as refusal:
-            _raise(refusal)
-
-    def manifest(self, delivery: DeliveryId, savepoint: SavepointId) -> tuple[FileEntry, ...]:
-        """The entries of a recorded savepoint, sorted by path."""
-        try:
-            tree = self._tree(check_delivery(delivery), savepoint)
-        except Refusal as refusal:
-            _raise(refusal)
-        except ValueError as exc:
-            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
-        return tuple(tree[path].to_file_entry() for path in sorted(tree))

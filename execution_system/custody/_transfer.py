@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Protocol
 
 from contracts import (
     DeliveryId,
@@ -25,11 +23,11 @@ from contracts import (
     canonical_bytes,
     error,
 )
-from execution_system.custody._blobs import DIGEST_PREFIX, BlobStore
-from execution_system.custody._state import DeliveryState, check_delivery
+from execution_system.custody._blobs import DIGEST_PREFIX
+from execution_system.custody._reads import CustodyParts, recorded_tree
+from execution_system.custody._state import check_delivery
 from execution_system.custody._tree import (
     Refusal,
-    Tree,
     decode_manifest,
     savepoint_of,
     tree_bytes,
@@ -44,19 +42,6 @@ FETCH_BYTES = 16 * 1024 * 1024
 _RECORD_FORMAT = "execution-system/custody-record/v1"
 
 
-class _Parts(Protocol):
-    _state: DeliveryState
-    _blobs: BlobStore
-
-    def _guard(
-        self, delivery: str, *, exclusive_store: bool = False
-    ) -> AbstractContextManager[None]: ...
-
-    def _tree(self, delivery: str, savepoint: str) -> Tree: ...
-
-    def _exclusions(self, delivery: str) -> frozenset[str]: ...
-
-
 def _rejected(message: str, path: str) -> ExecsysError:
     return error(ErrorCode.CUSTODY_REJECTED, message, path=path)
 
@@ -65,18 +50,15 @@ class SavepointTransfer:
     """The :class:`contracts.TransferableCustody` half of ``FileCustody``."""
 
     def export_savepoint(
-        self: _Parts, delivery: DeliveryId, savepoint: SavepointId
+        self: CustodyParts, delivery: DeliveryId, savepoint: SavepointId
     ) -> SavepointExport:
         """A recorded savepoint with the delivery's record, ready to be kept elsewhere."""
+        tree = recorded_tree(self, delivery, savepoint)
         try:
-            check_delivery(delivery)
-            tree = self._tree(delivery, savepoint)
             manifest = self._state.manifest(delivery, savepoint)
             exclude = self._exclusions(delivery)
         except Refusal as refusal:
             raise error(refusal.code, refusal.message, path=refusal.path) from None
-        except ValueError as exc:
-            raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, str(exc), path=savepoint) from None
         if manifest is None:
             raise error(ErrorCode.CUSTODY_SAVEPOINT_UNKNOWN, "not recorded", path=savepoint)
         info = next(
@@ -91,18 +73,18 @@ class SavepointTransfer:
         digests = tuple(dict.fromkeys(entry.sha256 for entry in tree.values()))
         return SavepointExport(record=record, manifest=manifest, info=info, digests=digests)
 
-    def has_savepoint(self: _Parts, delivery: DeliveryId, savepoint: SavepointId) -> bool:
+    def has_savepoint(self: CustodyParts, delivery: DeliveryId, savepoint: SavepointId) -> bool:
         """Whether ``savepoint`` is recorded here for the delivery."""
         try:
             return self._state.has_manifest(check_delivery(delivery), savepoint)
         except Refusal:
             return False
 
-    def missing_blobs(self: _Parts, digests: Sequence[str]) -> list[str]:
+    def missing_blobs(self: CustodyParts, digests: Sequence[str]) -> list[str]:
         """Those of ``digests`` whose content is not stored here."""
         return [digest for digest in digests if not self._blobs.has(digest)]
 
-    def read_blobs(self: _Parts, digests: Sequence[str]) -> dict[str, bytes]:
+    def read_blobs(self: CustodyParts, digests: Sequence[str]) -> dict[str, bytes]:
         """The stored contents of ``digests``."""
         found: dict[str, bytes] = {}
         for digest in digests:
@@ -116,7 +98,7 @@ class SavepointTransfer:
         return found
 
     def import_savepoint(
-        self: _Parts,
+        self: CustodyParts,
         delivery: DeliveryId,
         exported: SavepointExport,
         fetch: Callable[[Sequence[str]], Mapping[str, bytes]],
