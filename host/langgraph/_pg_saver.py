@@ -3,7 +3,8 @@
 The stock saver sends the blob upserts and the checkpoint upsert on an
 autocommit connection and offers no hook for more rows. :class:`PgHostSaver`
 writes, in ONE transaction of the storage port on one pooled connection, the
-fencing check (the lease row ``FOR SHARE``), the checkpoint's blobs and row as
+fencing check (the lease row ``FOR SHARE``, in the same pipeline as the writes:
+a stale token aborts the commit, decision 0144), the checkpoint's blobs and row as
 the stock saver stores them (the statements live in the PostgreSQL backend),
 and the step's records, journal lines and status. A refused token or a
 connection killed mid-way rolls all of it back.
@@ -24,7 +25,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -44,9 +45,10 @@ from contracts import ErrorCode, error
 from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
+from host._lease import fenced
 from host._step_rows import StatusDeriver, write_step_rows
 from host.langgraph._async_saver import SyncTwins
-from host.storage.postgres import PostgresStorage
+from host.storage.postgres import PostgresStorage, PostgresTx, fenced_token
 
 _T = TypeVar("_T")
 
@@ -147,6 +149,26 @@ class PgHostSaver(SyncTwins, PostgresSaver):
             return call(*args)
         return await off_loop(call, *args)
 
+    def _fence(self, tx: PostgresTx, delivery: str) -> None:
+        """The fencing check of a write of ``delivery``, sent without waiting for its answer."""
+        token = self.tokens.get(delivery)
+        if token is None:
+            host_check_token(tx, delivery, token)  # refused, naming the current token
+        else:
+            tx.fence(delivery, token)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _refusal_of(delivery: str) -> Iterator[None]:
+        """Turn the store's refusal of a stale token (at the commit) into ``LEASE_FENCED``."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            found = fenced_token(exc)
+            if found is None:
+                raise
+            raise fenced(delivery, found or None) from None
+
     def put(
         self,
         config: RunnableConfig,
@@ -176,8 +198,8 @@ class PgHostSaver(SyncTwins, PostgresSaver):
             str(ch).startswith("branch:to:") for ch in values
         )
         try:
-            with self.store.step_transaction() as tx:
-                host_check_token(tx, thread_id, self.tokens.get(thread_id))
+            with self._refusal_of(thread_id), self.store.step_transaction() as tx:
+                self._fence(tx, thread_id)
                 tx.put_checkpoint(
                     thread_id,
                     checkpoint_ns,
@@ -235,8 +257,8 @@ class PgHostSaver(SyncTwins, PostgresSaver):
             task_path,
             special,
         )
-        with self.store.transaction() as tx:
-            host_check_token(tx, thread_id, self.tokens.get(thread_id))
+        with self._refusal_of(thread_id), self.store.transaction() as tx:
+            self._fence(tx, thread_id)
             tx.put_writes(rows)
             _faults.boundary("put_writes", "before")
         _faults.boundary("put_writes", "after")

@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 
 from contracts import ErrorCode, ExecsysError
 from host._lease import LeaseManager, check_token
-from host.storage.postgres import PostgresStorage, migrate
+from host.storage.postgres import PostgresStorage, fenced_token, migrate
 
 
 def test_a_grant_waits_for_a_write_in_flight_then_the_old_token_is_refused(
@@ -44,6 +44,34 @@ def test_a_grant_waits_for_a_write_in_flight_then_the_old_token_is_refused(
             tx.request_stop("d", 1.0, "late writer")
         assert caught.value.code is ErrorCode.LEASE_FENCED
         assert writer_store.stop_request("d") == "writer"
+    finally:
+        writer_store.close()
+        taker_store.close()
+
+
+def test_a_pipelined_write_with_a_stale_token_keeps_nothing(pg_url: str, tmp_path: Path) -> None:
+    """The fencing check a step's pipeline does not wait for still refuses the whole commit."""
+    migrate(pg_url)
+    writer_store, taker_store = PostgresStorage.open(pg_url), PostgresStorage.open(pg_url)
+    try:
+        writer = LeaseManager(writer_store, tmp_path / "a", "host-a:1:a", ttl_s=0.05)
+        taker = LeaseManager(taker_store, tmp_path / "b", "host-b:2:b", ttl_s=30)
+        token = writer.acquire("p")
+        with writer_store.step_transaction() as tx:
+            tx.fence("p", token)
+            tx.request_stop("p", 0.0, "writer")
+        assert writer_store.stop_request("p") == "writer", "the current token's write is kept"
+        time.sleep(0.1)
+        assert taker.acquire("p", wait_s=5) == token + 1
+        with pytest.raises(psycopg.Error) as caught, writer_store.step_transaction() as tx:  # noqa: PT012
+            tx.fence("p", token)
+            tx.clear_stop("p")
+            tx.request_stop("p", 1.0, "late writer")
+        assert fenced_token(caught.value) == str(token + 1), "the refusal names the current token"
+        assert writer_store.stop_request("p") == "writer", "nothing of the refused commit is kept"
+        with pytest.raises(psycopg.Error) as unknown, writer_store.step_transaction() as tx:
+            tx.fence("never-granted", 1)
+        assert fenced_token(unknown.value) == ""
     finally:
         writer_store.close()
         taker_store.close()

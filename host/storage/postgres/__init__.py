@@ -15,7 +15,7 @@ from host.storage.postgres._connect import (
     shown,
     store_failure,
 )
-from host.storage.postgres._leases import LEASE_FOR_SHARE
+from host.storage.postgres._leases import FENCED_STATE, LEASE_FOR_SHARE, fenced_token
 from host.storage.postgres._listen import QUEUE_CHANNEL, QueueListener
 from host.storage.postgres._migrations import (
     MIGRATIONS,
@@ -29,6 +29,7 @@ from host.storage.postgres._storage import PostgresStorage
 from host.storage.postgres._tx import PostgresTx
 
 __all__ = [
+    "FENCED_STATE",
     "LEASE_FOR_SHARE",
     "MIGRATIONS",
     "QUEUE_CHANNEL",
@@ -41,6 +42,7 @@ __all__ = [
     "connect",
     "connect_error",
     "driver_failure",
+    "fenced_token",
     "is_postgres",
     "migrate",
     "require_current",

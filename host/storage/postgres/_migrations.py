@@ -24,6 +24,7 @@ from psycopg.rows import DictRow
 
 from contracts import ErrorCode, error
 from host.storage.postgres._connect import connect, shown, store_failure
+from host.storage.postgres._leases import FENCE_FUNCTION
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX execsys_blob_refs_by_digest ON execsys_blob_refs (digest);
         """,
     ),
+    Migration(6, "the fencing check as a function a pipeline need not wait for", FENCE_FUNCTION),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -127,11 +127,12 @@ class PostgresStorage(PostgresGoalReads):
         """A write transaction whose statements go to the server as a pipeline.
 
         For a step's commit (the checkpointer's ``put``): statements whose result
-        nobody reads are sent without waiting for the previous one, so BEGIN and
-        the fencing read travel together, and every write after it travels with
-        the COMMIT: two round trips in all instead of one per statement. A
-        statement that fails (a taken journal ordinal, a lost connection) fails
-        the whole transaction at the COMMIT, which rolls back everything.
+        nobody reads are sent without waiting for the previous one, so BEGIN, the
+        fencing check (:meth:`PostgresTx.fence`), every write and the COMMIT
+        travel together: one round trip instead of one per statement. A
+        statement that fails (a stale token, a taken journal ordinal, a lost
+        connection) fails the whole transaction at the COMMIT, which rolls back
+        everything.
         Statements whose result is read (``fetchone``) still work: the pipeline
         waits for them. Not for transactions that read ``rowcount``.
         """

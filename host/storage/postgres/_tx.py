@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery
 from host.storage.postgres._goals import PostgresGoalWrites
-from host.storage.postgres._leases import LEASE_FOR_SHARE
+from host.storage.postgres._leases import FENCE_SQL, LEASE_FOR_SHARE
 from host.storage.postgres._listen import NOTIFY_SQL
 
 DELIVERY_SQL = (
@@ -77,6 +77,16 @@ class PostgresTx(PostgresGoalWrites):
         """The lease token, read ``FOR SHARE``: a concurrent grant waits for this transaction."""
         row = self._one(LEASE_FOR_SHARE, (delivery,))
         return None if row is None else int(row["token"])
+
+    def fence(self, delivery: str, token: int) -> None:
+        """Refuse this transaction unless ``token`` is the delivery's current one.
+
+        The same lock and check as :meth:`fencing_token` and the Host's
+        comparison, in one statement whose result nobody reads: in a pipeline
+        it travels with the writes, and a refusal (SQLSTATE ``EXF01``, see
+        :func:`fenced_token`) aborts the transaction at the commit.
+        """
+        self.cur.execute(FENCE_SQL, (delivery, token))
 
     def lease(self, delivery: str) -> LeaseRow | None:
         """The delivery's lease row, locked against concurrent grants until the commit.
