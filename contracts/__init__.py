@@ -54,6 +54,7 @@ from contracts._errors import (
 from contracts._ids import CorrelationId, DeliveryId, Digest, InvocationId, NodeId, SavepointId
 from contracts._invocation import (
     LAUNCH_ENV,
+    LAUNCHER_ENV,
     PROTOCOL,
     Completed,
     Failed,
@@ -119,6 +120,7 @@ from contracts._status import DeliveryStatus, StatusReport, SuspensionView, Wait
 __all__ = [
     "DEFAULT_STORE",
     "JOURNAL_FORMAT",
+    "LAUNCHER_ENV",
     "LAUNCH_ENV",
     "MAX_EXACT_INTEGER",
     "MAX_JOURNAL_INT",

@@ -22,6 +22,13 @@ LAUNCH_ENV = "EXECSYS_INVOCATION"
 
 Recovery finds processes an interrupted attempt left behind by it."""
 
+LAUNCHER_ENV = "EXECSYS_LAUNCHER"
+"""Environment variable every process of a command turn carries beside :data:`LAUNCH_ENV`:
+the dispatching runner process as ``<pid>:<start time>``.
+
+An invocation id is the same in two stores that hold the same delivery, so recovery
+kills only leftovers whose launcher is the one the attempt's launch record names."""
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")

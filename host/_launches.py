@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts import LAUNCH_ENV
+from contracts import LAUNCH_ENV, LAUNCHER_ENV
 
 _PROC = Path("/proc")
 
@@ -52,6 +52,11 @@ def runner_identity() -> dict[str, Any]:
     return dict(found)
 
 
+def launcher_tag(runner: dict[str, Any]) -> str:
+    """A dispatcher's value of :data:`contracts.LAUNCHER_ENV`: ``<pid>:<start time>``."""
+    return f"{runner.get('pid')}:{runner.get('started')}"
+
+
 def launch_record(
     delivery: str, node: str, activation: int, attempt: int, invocation: str
 ) -> dict[str, Any]:
@@ -78,19 +83,24 @@ class Leftovers:
     """Why it cannot tell whether processes remain ('' when it can)."""
 
 
-def _carrying(marker: bytes) -> list[int]:
+def _carrying(*markers: bytes) -> list[int]:
+    """Processes (other than this one) whose environment holds every one of ``markers``."""
     found = []
     me = os.getpid()
     for entry in os.listdir(_PROC):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
-            environ = (_PROC / entry / "environ").read_bytes()
+            environ = b"\0" + (_PROC / entry / "environ").read_bytes()
         except OSError:
             continue
-        if marker in b"\0" + environ:
+        if all(marker in environ for marker in markers):
             found.append(int(entry))
     return found
+
+
+def _marker(name: str, value: str) -> bytes:
+    return b"\0" + f"{name}={value}".encode() + b"\0"
 
 
 def _alive(pid: int) -> bool:
@@ -111,8 +121,12 @@ def reap(launch: dict[str, Any] | None, invocation: str, *, wait_s: float = 5.0)
             unknown=f"the attempt was launched on host {runner.get('host')!r}; "
             "its processes cannot be checked from here"
         )
-    marker = b"\0" + f"{LAUNCH_ENV}={invocation}".encode() + b"\0"
-    found = [pid for pid in _carrying(marker) if _alive(pid)]
+    markers = [_marker(LAUNCH_ENV, invocation)]
+    if runner.get("pid") is not None:
+        # Only this launch's processes: the same invocation id may run for another
+        # store's delivery on this machine, launched by another runner.
+        markers.append(_marker(LAUNCHER_ENV, launcher_tag(runner)))
+    found = [pid for pid in _carrying(*markers) if _alive(pid)]
     for pid in found:
         try:
             os.kill(pid, signal.SIGKILL)

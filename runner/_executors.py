@@ -31,12 +31,14 @@ from contracts import (
 )
 from contracts._invocation import (
     LAUNCH_ENV,
+    LAUNCHER_ENV,
     Completed,
     Failed,
     InvocationRequest,
     InvocationResult,
     NeedsInput,
 )
+from host._launches import launcher_tag, runner_identity
 
 # Discriminated on ``status``, so a malformed reply is reported against the shape it names.
 _RESULT: TypeAdapter[InvocationResult] = TypeAdapter(
@@ -182,6 +184,7 @@ async def run_command(
     argv = _resolve_argv(binding.command, base_dir)
     env = {**os.environ, **binding.env, "EXECSYS_CAPABILITY": capability}
     env[LAUNCH_ENV] = request.invocation
+    env[LAUNCHER_ENV] = launcher_tag(runner_identity())
     if workspace:
         env["EXECSYS_WORKSPACE"] = workspace
     missing = _not_executable(argv[0], env.get("PATH"), workspace)

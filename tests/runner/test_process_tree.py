@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from contracts import CommandBinding, Completed, InvocationRequest
+from host._launches import _start_time, launcher_tag, reap
 from runner import Executors
 
 REQUEST = InvocationRequest(
@@ -94,9 +96,33 @@ def test_every_process_of_a_turn_carries_its_invocation(tmp_path: Path) -> None:
     try:
         child = int(_wait_for(pids, 1)[0])
         assert b"EXECSYS_INVOCATION=inv-tree-1\0" in _environ(child)
+        launcher = launcher_tag({"pid": runner.pid, "started": _start_time(runner.pid)})
+        assert f"EXECSYS_LAUNCHER={launcher}\0".encode() in _environ(child)
     finally:
         runner.wait(timeout=20)
         _kill([child] if child else [])
+
+
+def test_recovery_kills_only_the_leftovers_of_the_launch_it_names() -> None:
+    """Another store's delivery may share an invocation id: its processes are left alone."""
+    ours, theirs = "4242:777", "4343:888"
+    procs = {
+        tag: subprocess.Popen(
+            ["sleep", "100"],
+            env={**os.environ, "EXECSYS_INVOCATION": "inv-shared", "EXECSYS_LAUNCHER": tag},
+        )
+        for tag in (ours, theirs)
+    }
+    try:
+        launch = {"runner": {"host": socket.gethostname(), "pid": 4242, "started": 777}}
+        found = reap(launch, "inv-shared")
+        assert found.killed == (procs[ours].pid,), found
+        assert procs[ours].wait(timeout=5) == -signal.SIGKILL
+        assert procs[theirs].poll() is None, "another launch's process was killed"
+    finally:
+        _kill([p.pid for p in procs.values()])
+        for proc in procs.values():
+            proc.wait(timeout=5)
 
 
 _RUNNER = textwrap.dedent(
