@@ -150,6 +150,8 @@ class DeliveryContext:
     """Whether this is the only delivery its process drives now (see ``custody_on_loop``)."""
     custody_s: float = 0.0
     """How long the delivery's last custody validation took, in seconds."""
+    fresh: bool = False
+    """Set by the operation that admitted the delivery: its thread has no checkpoint yet."""
 
     def custody_on_loop(self) -> bool:
         """Whether custody's validation may run on the event loop's thread (decision 0139).

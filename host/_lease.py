@@ -163,19 +163,10 @@ class LeaseManager:
         while True:
             started = time.monotonic()
             with self._mutex:
-                if delivery in self._held:
-                    raise error(
-                        ErrorCode.LEASE_HELD,
-                        "this Host already drives the delivery",
-                        path=delivery,
-                        expected="one operation at a time per delivery",
-                    )
+                self._refuse_held(delivery)
                 token = self._grant(delivery)
                 if token is not None:
-                    self.counts["granted"] += 1
-                    self._held[delivery] = token
-                    self._lost.discard(delivery)
-                    self._confirm(delivery, started)
+                    self._granted(delivery, token, started)
                     break
             if time.monotonic() >= deadline:
                 raise error(
@@ -185,10 +176,45 @@ class LeaseManager:
                     expected="the other runner to finish, its lease to expire, or 'execsys stop'",
                 )
             time.sleep(0.01)
+        self._renew_from_loop(delivery, token)
+        return token
+
+    def acquire_new(self, delivery: str) -> int | None:
+        """Take the lease of a delivery the store does not know, in one write.
+
+        Returns token 1, or None when the delivery is stored or its lease was
+        ever granted (nothing is written then: use :meth:`acquire`). The
+        admission of a new delivery needs no more than this.
+        """
+        self._light_beacon()
+        started = time.monotonic()
+        with self._mutex:
+            self._refuse_held(delivery)
+            if not self.store.grant_first_lease(delivery, self.holder, time.time() + self.ttl_s):
+                return None
+            self._granted(delivery, 1, started)
+        self._renew_from_loop(delivery, 1)
+        return 1
+
+    def _refuse_held(self, delivery: str) -> None:
+        if delivery in self._held:
+            raise error(
+                ErrorCode.LEASE_HELD,
+                "this Host already drives the delivery",
+                path=delivery,
+                expected="one operation at a time per delivery",
+            )
+
+    def _granted(self, delivery: str, token: int, started: float) -> None:
+        self.counts["granted"] += 1
+        self._held[delivery] = token
+        self._lost.discard(delivery)
+        self._confirm(delivery, started)
+
+    def _renew_from_loop(self, delivery: str, token: int) -> None:
         with contextlib.suppress(RuntimeError):  # no running loop: nobody to renew for
             loop = asyncio.get_running_loop()
             self._renewers[delivery] = loop.create_task(self._keep(delivery, token))
-        return token
 
     def _grant(self, delivery: str) -> int | None:
         with self.store.lease_transaction() as tx:

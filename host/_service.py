@@ -64,6 +64,7 @@ class WorkflowHost(HostCore):
             try:
                 head = await self._admit(delivery, seed, created_by, queued=False)
                 ctx = self.context(delivery)
+                ctx.fresh = True
                 await self.drive(delivery, first_input(delivery, head, ctx), token, ctx)
             finally:
                 self.leases.release(did)
@@ -122,7 +123,14 @@ class WorkflowHost(HostCore):
         ]
 
     def _refuse_known(self, did: str) -> int:
-        """Refuse a delivery already in the store; otherwise take its lease."""
+        """Refuse a delivery already in the store; otherwise take its lease.
+
+        A delivery never stored nor leased gets its lease in one write; any
+        other case takes the general path (which may find it stored).
+        """
+        token = self.leases.acquire_new(did)
+        if token is not None:
+            return token
         if self.store.delivery(did) is not None:
             raise error(
                 ErrorCode.DELIVERY_EXISTS,

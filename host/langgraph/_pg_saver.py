@@ -48,6 +48,7 @@ from host._lease import check_token as host_check_token
 from host._lease import fenced
 from host._step_rows import StatusDeriver, write_step_rows
 from host.langgraph._async_saver import SyncTwins
+from host.langgraph._fresh import FreshThreads
 from host.storage.postgres import PostgresStorage, PostgresTx, fenced_token
 
 _T = TypeVar("_T")
@@ -107,7 +108,7 @@ def setup_checkpoint_tables(conn: psycopg.Connection[DictRow]) -> None:
         conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version,))
 
 
-class PgHostSaver(SyncTwins, PostgresSaver):
+class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
     """The Host's checkpointer on PostgreSQL: LangGraph's PostgresSaver plus the Host's rows.
 
     ``put`` writes, in ONE transaction of the storage port on one pooled
@@ -130,6 +131,7 @@ class PgHostSaver(SyncTwins, PostgresSaver):
         self.derive_status = derive_status
         self.tokens: dict[str, int] = {}
         """delivery -> the fencing token this process holds."""
+        self.fresh = set()
 
     def setup(self) -> None:
         """Nothing: the store's migrations created the checkpoint tables."""

@@ -35,11 +35,12 @@ from host._lease import check_token
 from host._step_rows import StatusDeriver, write_step_rows
 from host.langgraph._async_saver import SyncBackedSaver
 from host.langgraph._delta import DeltaCodec, DeltaSerde
+from host.langgraph._fresh import FreshThreads
 from host.storage import StorageTx
 from host.storage.sqlite import SqliteStorage
 
 
-class HostSaver(SyncBackedSaver):
+class HostSaver(FreshThreads, SyncBackedSaver):
     """SqliteSaver that commits the Host's records, journal and status with each checkpoint."""
 
     def __init__(
@@ -55,6 +56,7 @@ class HostSaver(SyncBackedSaver):
         self.derive_status = derive_status
         self.tokens: dict[str, int] = {}
         """delivery -> the fencing token this process holds."""
+        self.fresh = set()
         self.lease_counts: dict[str, int] | None = None
         """The lease manager's counts, which a fenced write of a checkpoint adds to."""
         self._local = threading.local()

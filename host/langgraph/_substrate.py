@@ -117,10 +117,13 @@ class LangGraphSubstrate:
         graph, _ = self.graphs.get(delivery.graph)
         did = delivery.delivery_id
         self.saver.tokens[did] = token
+        if ctx.fresh:
+            self.saver.fresh.add(did)
         try:
             await graph.ainvoke(first, self._config(delivery, ctx), durability="sync")
         finally:
             self.saver.tokens.pop(did, None)
+            self.saver.fresh.discard(did)
 
     async def update(
         self,

@@ -457,6 +457,15 @@ class Storage(Protocol):
         """The delivery's lease row (a read outside any transaction)."""
         ...
 
+    def grant_first_lease(self, delivery: str, holder: str, expires: float) -> bool:
+        """Grant token 1 to ``holder`` if the delivery is not stored and was never leased.
+
+        One atomic write (a single statement where the backend allows): False
+        when the delivery row or a lease row exists, and then nothing is
+        written. A new delivery's admission takes its lease this way.
+        """
+        ...
+
     def close(self) -> None:
         """Close the backend's connections."""
         ...

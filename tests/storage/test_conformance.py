@@ -285,6 +285,31 @@ def test_lease_acquire_renew_release(storage: Storage, connect: Connect, tmp_pat
         mine.close()
 
 
+def test_a_first_grant_is_only_for_a_delivery_never_stored_nor_leased(
+    storage: Storage, connect: Connect, tmp_path: Path
+) -> None:
+    later = time.time() + 60
+    assert storage.grant_first_lease("d-new", "someone", later)
+    assert storage.lease("d-new") == ("someone", 1, later)
+    assert not connect().grant_first_lease("d-new", "rival", later), "leased before"
+    assert storage.lease("d-new") == ("someone", 1, later), "a refused grant writes nothing"
+    _admit(storage, "d-stored")
+    assert not storage.grant_first_lease("d-stored", "someone", later), "stored already"
+    assert storage.lease("d-stored") is None
+    mine = _manager(storage, tmp_path, "a", 60)
+    try:
+        assert mine.acquire_new("d-other") == 1
+        assert mine.state("d-other")["state"] == "held"
+        with pytest.raises(ExecsysError) as held:
+            mine.acquire_new("d-other")
+        assert held.value.code.value == "LEASE_HELD"
+        mine.release("d-other")
+        assert mine.acquire_new("d-other") is None, "released, not new: the general path"
+        assert mine.acquire("d-other") == 2
+    finally:
+        mine.close()
+
+
 def test_an_expired_lease_is_stolen_and_its_holder_fenced(
     storage: Storage, connect: Connect, tmp_path: Path
 ) -> None:

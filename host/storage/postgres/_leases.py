@@ -20,6 +20,17 @@ from __future__ import annotations
 LEASE_FOR_SHARE = "SELECT token FROM execsys_leases WHERE delivery = %s FOR SHARE"
 """The fencing read every write transaction starts with (parameter: the delivery)."""
 
+FIRST_GRANT = (
+    "INSERT INTO execsys_leases (delivery, holder, token, expires) SELECT %s, %s, 1, %s "
+    "WHERE NOT EXISTS (SELECT 1 FROM execsys_deliveries WHERE delivery = %s) "
+    "ON CONFLICT (delivery) DO NOTHING"
+)
+"""A new delivery's first grant (delivery, holder, expires, delivery): one row or none.
+
+An autocommit statement is its own transaction: a concurrent first grant of the
+same delivery waits on the unique key and then inserts nothing.
+"""
+
 FENCE_SQL = "SELECT execsys_fence(%s, %s)"
 """The fencing check as one statement whose result nobody reads (delivery, token)."""
 

@@ -27,6 +27,7 @@ from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._archive import PostgresCustodyArchive
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
 from host.storage.postgres._goals import PostgresGoalReads
+from host.storage.postgres._leases import FIRST_GRANT
 from host.storage.postgres._listen import QueueListener
 from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
 from host.storage.postgres._tx import (
@@ -291,6 +292,12 @@ class PostgresStorage(PostgresGoalReads):
             return None
         r = rows[0]
         return LeaseRow(str(r["holder"]), int(r["token"]), float(r["expires"]))
+
+    def grant_first_lease(self, delivery: str, holder: str, expires: float) -> bool:
+        """Token 1 for ``holder`` unless the delivery is stored or was leased: one statement."""
+        with self.pool.connection() as conn:
+            cur = conn.execute(FIRST_GRANT, (delivery, holder, expires, delivery))
+            return cur.rowcount == 1
 
     # --- runners ----------------------------------------------------------------
 

@@ -403,6 +403,17 @@ class SqliteStorage(SqliteGoalReads):
             return None
         return LeaseRow(str(rows[0][0]), int(rows[0][1]), float(rows[0][2]))
 
+    def grant_first_lease(self, delivery: str, holder: str, expires: float) -> bool:
+        """Token 1 for ``holder`` unless the delivery is stored or was leased."""
+        with self.lease_transaction() as tx:
+            changed = tx.cur.execute(
+                "INSERT INTO execsys_leases (delivery, holder, token, expires) SELECT ?, ?, 1, ? "
+                "WHERE NOT EXISTS (SELECT 1 FROM execsys_deliveries WHERE delivery = ?) "
+                "ON CONFLICT (delivery) DO NOTHING",
+                (delivery, holder, expires, delivery),
+            ).rowcount
+        return bool(changed == 1)
+
     # --- runners ----------------------------------------------------------------
 
     def beat_runner(self, name: str, host: str, pid: int, started: float) -> None:
