@@ -3,11 +3,11 @@
 The stock saver sends the blob upserts and the checkpoint upsert on an
 autocommit connection and offers no hook for more rows. :class:`PgHostSaver`
 writes, in ONE transaction of the storage port on one pooled connection, the
-fencing check (the lease row ``FOR SHARE``, in the same pipeline as the writes:
-a stale token aborts the commit, decision 0144), the checkpoint's blobs and row as
+fencing check (the lease row ``FOR SHARE``; a stale token aborts the commit,
+decision 0144), the checkpoint's blobs and row as
 the stock saver stores them (the statements live in the PostgreSQL backend),
-and the step's records, journal lines and status. A refused token or a
-connection killed mid-way rolls all of it back.
+and the step's records, journal lines and status, all sent as one statement
+(decision 0146). A refused token or a connection killed mid-way applies none of it.
 
 Ordinary task writes are not stored (the checkpoint carries their effect,
 docs/decisions/0008-no-separate-task-writes.md); errors, interrupts and the

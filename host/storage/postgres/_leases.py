@@ -9,10 +9,11 @@ never a lock held by a session: no advisory locks, which a transaction pooler
 would hand to another client.
 
 A step's commit does not wait for that read: it sends :data:`FENCE_SQL`, a call
-of the ``execsys_fence`` function (migration 6), in its pipeline with every
-write and the COMMIT. The function takes the same ``FOR SHARE`` lock and raises
-:data:`FENCED_STATE` when the token is not the current one, which aborts the
-transaction before any of its writes is kept (decision 0144).
+of the ``execsys_fence`` function (migration 6), as one part of the single
+statement that carries every write of the step (decision 0146). The function
+takes the same ``FOR SHARE`` lock and raises :data:`FENCED_STATE` when the token
+is not the current one, which aborts the transaction before any of its writes is
+kept (decision 0144).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 from contracts import ErrorCode, error
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._archive import PostgresCustodyArchive
+from host.storage.postgres._batch import StepCursor
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
 from host.storage.postgres._goals import PostgresGoalReads
 from host.storage.postgres._leases import FIRST_GRANT
@@ -125,25 +126,24 @@ class PostgresStorage(PostgresGoalReads):
 
     @contextmanager
     def step_transaction(self) -> Iterator[PostgresTx]:
-        """A write transaction whose statements go to the server as a pipeline.
+        """A write transaction sent as ONE statement (decision 0146).
 
-        For a step's commit (the checkpointer's ``put``): statements whose result
-        nobody reads are sent without waiting for the previous one, so BEGIN, the
-        fencing check (:meth:`PostgresTx.fence`), every write and the COMMIT
-        travel together: one round trip instead of one per statement. A
-        statement that fails (a stale token, a taken journal ordinal, a lost
-        connection) fails the whole transaction at the COMMIT, which rolls back
-        everything.
-        Statements whose result is read (``fetchone``) still work: the pipeline
-        waits for them. Not for transactions that read ``rowcount``.
+        For a step's commit (the checkpointer's ``put``): the fencing check
+        (:meth:`PostgresTx.fence`) and every write become the parts of one
+        ``WITH`` statement on an autocommit connection, one round trip with no
+        BEGIN or COMMIT; it applies whole or not at all, and a failing part (a
+        stale token, a taken journal ordinal, a lost connection) applies
+        nothing. A read in the body turns it into an ordinary transaction
+        (:class:`StepCursor`). Nothing is sent if the body raises.
         """
-        with (
-            self.pool.connection() as conn,
-            conn.pipeline(),
-            conn.transaction(),
-            conn.cursor() as cur,
-        ):
-            yield PostgresTx(cur)
+        with self.pool.connection() as conn:
+            step = StepCursor(conn)
+            try:
+                yield PostgresTx(step)  # type: ignore[arg-type]
+            except BaseException as exc:
+                step.abandon(exc)
+                raise
+            step.finish()
 
     @contextmanager
     def lease_transaction(self) -> Iterator[PostgresTx]:

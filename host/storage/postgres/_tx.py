@@ -82,9 +82,9 @@ class PostgresTx(PostgresGoalWrites):
         """Refuse this transaction unless ``token`` is the delivery's current one.
 
         The same lock and check as :meth:`fencing_token` and the Host's
-        comparison, in one statement whose result nobody reads: in a pipeline
-        it travels with the writes, and a refusal (SQLSTATE ``EXF01``, see
-        :func:`fenced_token`) aborts the transaction at the commit.
+        comparison, in one statement whose result nobody reads: in a step's
+        transaction it travels with the writes, and a refusal (SQLSTATE
+        ``EXF01``, see :func:`fenced_token`) applies none of them.
         """
         self.cur.execute(FENCE_SQL, (delivery, token))
 

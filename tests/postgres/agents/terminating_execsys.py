@@ -1,11 +1,10 @@
 """``execsys``, except that the Nth checkpoint commit of ``run`` loses its connection.
 
-With ``EXECSYS_TEST_TERMINATE_AT=N``, just before the Nth checkpoint transaction of a
-``run`` command commits, another connection calls ``pg_terminate_backend`` on the
-server process of every other session of this database that is inside a
-transaction: this process's open step transaction (idle in it, or, since the step's
-statements are pipelined, still reported active until the COMMIT's sync). Other
-commands run unchanged.
+With ``EXECSYS_TEST_TERMINATE_AT=N``, just before the Nth checkpoint commit of a
+``run`` command is sent, another connection calls ``pg_terminate_backend`` on the
+server process of the connection that step holds: its writes travel as one
+statement on that connection (decision 0146), which then fails on the way to the
+server. Other commands run unchanged.
 """
 
 from __future__ import annotations
@@ -17,10 +16,17 @@ import psycopg
 
 from execution_system.cli import main
 from host import _faults
+from host.storage.postgres import _batch
 
 _AT = int(os.environ.get("EXECSYS_TEST_TERMINATE_AT", "0") or 0)
-_seen = {"put": 0}
+_seen = {"put": 0, "backend": 0}
 _stock = _faults.boundary
+_cursor = _batch.StepCursor.__init__
+
+
+def _remember(self: _batch.StepCursor, conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
+    _seen["backend"] = conn.info.backend_pid
+    _cursor(self, conn)
 
 
 def _boundary(kind: str, phase: str) -> None:
@@ -28,15 +34,12 @@ def _boundary(kind: str, phase: str) -> None:
         _seen["put"] += 1
         if _seen["put"] == _AT:
             with psycopg.connect(os.environ["EXECSYS_STORE"], autocommit=True) as other:
-                other.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                    "AND xact_start IS NOT NULL"
-                )
+                other.execute("SELECT pg_terminate_backend(%s)", (_seen["backend"],))
     _stock(kind, phase)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["run"]:
         _faults.boundary = _boundary
+        _batch.StepCursor.__init__ = _remember  # type: ignore[method-assign]
     raise SystemExit(main(sys.argv[1:]))

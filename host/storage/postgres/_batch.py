@@ -1,0 +1,177 @@
+"""A step's writes as one statement: every write of the transaction in one ``WITH`` query.
+
+A step's commit on PostgreSQL is a fencing check and about eight writes that
+read nothing back. Sent one by one, even in a pipeline, each costs the client
+its own execution (parameter conversion, protocol messages, a result to read),
+plus BEGIN and COMMIT. :class:`StatementBatch` stands in for the cursor of such
+a transaction: it keeps each statement and its parameters, and
+:meth:`StatementBatch.combined` joins them into one statement, each a
+common table expression of a single query, sent on an autocommit connection.
+One statement is one transaction: it applies whole or not at all, and an
+error in any part (a stale token, a taken journal ordinal) undoes every part
+(decision 0146).
+
+Data-modifying expressions always run to completion; a ``SELECT`` expression
+runs only if the main query reads it, so the main query counts the rows of
+every one of them (the fencing check and ``pg_notify`` are such). All parts
+see the same snapshot and none sees another's effects: a step writes each row
+at most once. A statement the batch cannot combine (not a plain
+``INSERT``/``UPDATE``/``DELETE``/``SELECT``, or a second write of one table,
+which could touch one row twice) and any read of a result turn
+:class:`StepCursor` into an ordinary transaction: it begins one, replays what
+it kept, and goes on statement by statement (the journal's first load after a
+restart reads the stored lines in the step's transaction, for instance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow
+
+_NAME = re.compile(r"(\w+)\s+AS\s*\(", re.IGNORECASE)
+_TABLE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+
+
+class NotCombinable(ValueError):
+    """A statement that cannot be one part of the combined statement."""
+
+
+class StatementBatch:
+    """A cursor that keeps statements instead of sending them (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[str, Sequence[Any]]] = []
+        """Each statement as given, with its parameters, in order."""
+        self._split: list[tuple[str, str]] = []
+        """Each statement's own ``WITH`` list ('' if none) and the statement after it."""
+        self._tables: set[str] = set()
+        self._names: set[str] = set()
+
+    def execute(self, query: Any, params: Sequence[Any] = ()) -> StatementBatch:
+        """Keep one statement that reads nothing back."""
+        text = query.decode() if isinstance(query, bytes) else str(query)
+        if not text.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE", "SELECT", "WITH")):
+            raise NotCombinable(f"not combinable into one statement: {text[:40]!r}")
+        hoisted, main = _split_with(text)
+        written = _TABLE.match(main)
+        if written is not None:
+            table = written.group(1).lower()
+            if table in self._tables:
+                raise NotCombinable(f"two writes of {table} in one statement")
+            self._tables.add(table)
+        names = set(_NAME.findall(hoisted))
+        if names & self._names:
+            raise NotCombinable(f"expression names used twice: {sorted(names & self._names)}")
+        self._names |= names
+        self.parts.append((text, tuple(params)))
+        self._split.append((hoisted, main))
+        return self
+
+    def combined(self) -> tuple[str, tuple[Any, ...]] | None:
+        """The one statement and its parameters (None when nothing was kept)."""
+        if not self.parts:
+            return None
+        # A data-modifying expression may only sit at the top level: a statement's
+        # own WITH list moves up, before the expression of the statement itself.
+        ctes, reads = [], []
+        for i, (hoisted, main) in enumerate(self._split):
+            if hoisted:
+                ctes.append(hoisted)
+            ctes.append(f"s{i} AS ({main})")
+            if main.lstrip().upper().startswith("SELECT"):
+                reads.append(f"(SELECT count(*) FROM s{i})")
+        params: tuple[Any, ...] = tuple(p for _, given in self.parts for p in given)
+        return f"WITH {', '.join(ctes)} SELECT {' + '.join(reads) or '0'}", params
+
+
+def _split_with(text: str) -> tuple[str, str]:
+    """A statement's leading ``WITH`` list (without the keyword; '' if none) and the rest."""
+    stripped = text.lstrip()
+    if not stripped.upper().startswith("WITH"):
+        return "", stripped
+    body = stripped[4:]
+    depth = 0
+    for i, ch in enumerate(body):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                rest = body[i + 1 :].lstrip()
+                if not rest.startswith(","):
+                    return body[: i + 1].strip(), rest
+    raise NotCombinable("a WITH list without a statement after it")
+
+
+class StepCursor:
+    """The cursor of a step's write transaction: one combined statement, or a transaction.
+
+    Writes are kept in a :class:`StatementBatch`. :meth:`finish` sends them as
+    one statement on the autocommit connection. A read, or a statement the
+    batch cannot take, first begins an ordinary transaction on the connection
+    and replays the kept statements in it; from then on every statement is
+    sent as it comes, and :meth:`finish` commits.
+    """
+
+    def __init__(self, conn: psycopg.Connection[DictRow]) -> None:
+        self.conn = conn
+        self.kept = StatementBatch()
+        self.cur: psycopg.Cursor[DictRow] | None = None
+        self._stack = contextlib.ExitStack()
+
+    def execute(self, query: Any, params: Sequence[Any] = ()) -> StepCursor:
+        """Keep ``query`` for the combined statement, or send it in the open transaction."""
+        if self.cur is None:
+            try:
+                self.kept.execute(query, params)
+                return self
+            except NotCombinable:
+                self._begin()
+        assert self.cur is not None
+        self.cur.execute(query, params)
+        return self
+
+    def _begin(self) -> None:
+        """Begin a transaction and replay the kept statements in it (in order)."""
+        self._stack.enter_context(self.conn.transaction())
+        cur = self._stack.enter_context(self.conn.cursor())
+        for query, params in self.kept.parts:
+            cur.execute(query, params)
+        self.cur = cur
+
+    def _direct(self) -> psycopg.Cursor[DictRow]:
+        if self.cur is None:
+            self._begin()  # the statement just kept is the last replayed: its result is next
+        assert self.cur is not None
+        return self.cur
+
+    def fetchone(self) -> DictRow | None:
+        """The next row of the last statement (sent in a transaction from now on)."""
+        return self._direct().fetchone()
+
+    def fetchall(self) -> list[DictRow]:
+        """Every row of the last statement (sent in a transaction from now on)."""
+        return self._direct().fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the last statement touched (sent in a transaction from now on)."""
+        return self._direct().rowcount
+
+    def finish(self) -> None:
+        """Apply everything: send the combined statement, or commit the transaction."""
+        if self.cur is not None:
+            self._stack.close()
+            return
+        statement = self.kept.combined()
+        if statement is not None:
+            self.conn.execute(statement[0], statement[1])
+
+    def abandon(self, exc: BaseException) -> None:
+        """Apply nothing: roll back the transaction if one was begun."""
+        self._stack.__exit__(type(exc), exc, exc.__traceback__)

@@ -1,0 +1,84 @@
+"""A step's writes as one statement on PostgreSQL: whole or nothing, and a read falls back."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from host.storage.postgres import PostgresStorage, fenced_token, migrate
+from host.storage.postgres._batch import NotCombinable, StatementBatch
+
+
+def test_statements_combine_into_one_with_their_own_lists_moved_up() -> None:
+    batch = StatementBatch()
+    batch.execute("SELECT execsys_fence(%s, %s)", ("d", 1))
+    batch.execute("WITH given AS (SELECT 1 AS x) INSERT INTO t1 (x) SELECT x FROM given", ())
+    batch.execute("UPDATE t2 SET y = %s", (5,))
+    combined = batch.combined()
+    assert combined is not None
+    text, params = combined
+    assert text == (
+        "WITH s0 AS (SELECT execsys_fence(%s, %s)), given AS (SELECT 1 AS x), "
+        "s1 AS (INSERT INTO t1 (x) SELECT x FROM given), s2 AS (UPDATE t2 SET y = %s) "
+        "SELECT (SELECT count(*) FROM s0)"
+    )
+    assert params == ("d", 1, 5)
+    with pytest.raises(NotCombinable):
+        batch.execute("UPDATE t2 SET y = %s", (6,))  # one row could be written twice
+    with pytest.raises(NotCombinable):
+        batch.execute("WITH given AS (SELECT 2) INSERT INTO t3 SELECT 1", ())
+    with pytest.raises(NotCombinable):
+        batch.execute("LOCK TABLE t1", ())
+
+
+def _stops(url: str) -> list[tuple[str, str]]:
+    with psycopg.connect(url) as conn:
+        return [(r[0], r[1]) for r in conn.execute("SELECT delivery, actor FROM execsys_stops")]
+
+
+def test_a_failing_part_applies_no_part(pg_url: str) -> None:
+    migrate(pg_url)
+    store = PostgresStorage.open(pg_url)
+    try:
+        with store.lease_transaction() as tx:
+            tx.put_lease("d", "me", 3, 2e9)
+        with store.step_transaction() as tx:
+            tx.fence("d", 3)
+            tx.request_stop("d", 1.0, "kept")
+            tx.append_journal("d", [(0, "sha256:a", b"{}")])
+        assert _stops(pg_url) == [("d", "kept")]
+        with pytest.raises(psycopg.Error) as stale, store.step_transaction() as tx:  # noqa: PT012
+            tx.fence("d", 2)
+            tx.clear_stop("d")
+        assert fenced_token(stale.value) == "3"
+        with pytest.raises(psycopg.errors.UniqueViolation), store.step_transaction() as tx:  # noqa: PT012
+            tx.fence("d", 3)
+            tx.clear_stop("d")
+            tx.append_journal("d", [(0, "sha256:b", b"{}")])  # ordinal 0 is taken
+        assert _stops(pg_url) == [("d", "kept")], "the failing part undid the others"
+        with pytest.raises(RuntimeError), store.step_transaction() as tx:  # noqa: PT012
+            tx.fence("d", 3)
+            tx.clear_stop("d")
+            raise RuntimeError("the body failed: nothing is sent")
+        assert _stops(pg_url) == [("d", "kept")]
+    finally:
+        store.close()
+
+
+def test_a_read_in_the_body_turns_it_into_a_transaction_that_sees_its_own_writes(
+    pg_url: str,
+) -> None:
+    migrate(pg_url)
+    store = PostgresStorage.open(pg_url)
+    try:
+        with store.step_transaction() as tx:
+            tx.put_records("d", [("sha256:r", b'{"v":1}')])
+            assert tx.has_record("sha256:r"), "the read sees the write kept before it"
+            tx.request_stop("d", 1.0, "after the read")
+        with pytest.raises(RuntimeError), store.step_transaction() as tx:  # noqa: PT012
+            tx.clear_stop("d")
+            assert tx.has_record("sha256:r")
+            raise RuntimeError("rolled back")
+        assert _stops(pg_url) == [("d", "after the read")]
+    finally:
+        store.close()
