@@ -33,12 +33,12 @@ from host._archive import ArchivedCustody
 from host._context import DeliveryContext, StepWriter
 from host._goals import GoalTable
 from host._journal_book import JournalBook
-from host._lease import FencedCustody, LeaseManager, fenced, holder_name
+from host._lease import FencedCustody, LeaseManager, holder_name
 from host._operations import Operation
 from host._stop_requests import clear_stop, stop_request
 from host._substrate import Substrate, ThreadSnapshot
 from host._views import ReplayCache, status_report
-from host.storage import Storage
+from host.storage import Storage, fenced
 
 
 def first_input(delivery: AdmittedDelivery, head: str, ctx: DeliveryContext) -> dict[str, Any]:

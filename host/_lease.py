@@ -48,7 +48,7 @@ from contracts import (
     WorkspaceMode,
     error,
 )
-from host.storage import Storage, StorageTx
+from host.storage import Storage, StorageTx, fenced
 
 MIN_RENEW_S = 0.01
 """Shortest renewal interval, whatever the TTL."""
@@ -57,16 +57,6 @@ MIN_RENEW_S = 0.01
 def holder_name(tag: str) -> str:
     """A holder identity: ``host:pid:tag`` (the host part decides whether the hint applies)."""
     return f"{socket.gethostname()}:{os.getpid()}:{tag}"
-
-
-def fenced(delivery: str, found: Any) -> ExecsysError:
-    """The error of a write whose holder no longer owns the delivery."""
-    return error(
-        ErrorCode.LEASE_FENCED,
-        "this runner lost the delivery's lease to another holder; nothing more of it is written",
-        path=delivery,
-        expected=f"the current lease (fencing token {found if found is not None else '?'})",
-    )
 
 
 LEASE_COUNTS = ("granted", "renewed", "lost", "fenced")
@@ -284,11 +274,26 @@ class LeaseManager:
         return self._held.get(delivery)
 
     @contextlib.contextmanager
-    def transaction(self, delivery: str) -> Iterator[StorageTx]:
-        """A store write transaction that first proves we still hold the lease."""
-        with self.store.transaction() as tx:
-            check_token(tx, delivery, self._held.get(delivery), self.counts)
-            yield tx
+    def transaction(self, delivery: str, *, writes_only: bool = False) -> Iterator[StorageTx]:
+        """A store write transaction that first proves we still hold the lease.
+
+        With ``writes_only`` (a body that reads nothing back, the admission of a
+        delivery) the store may send the check and the writes as one statement
+        (:meth:`Storage.fenced_transaction`).
+        """
+        token = self._held.get(delivery)
+        if not writes_only or token is None:
+            with self.store.transaction() as tx:
+                check_token(tx, delivery, token, self.counts)
+                yield tx
+            return
+        try:
+            with self.store.fenced_transaction(delivery, token) as tx:
+                yield tx
+        except ExecsysError as exc:
+            if exc.code is ErrorCode.LEASE_FENCED:
+                self.counts["fenced"] += 1
+            raise
 
     def release(self, delivery: str) -> None:
         """Give the lease back: the next acquirer need not wait for the expiry.

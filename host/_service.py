@@ -146,7 +146,7 @@ class WorkflowHost(HostCore):
         """Open custody, store the delivery and its journal header; return the custody head."""
         did = delivery.delivery_id
         head = await asyncio.to_thread(self.custody.open, did, seed)
-        with self.leases.transaction(did) as tx:
+        with self.leases.transaction(did, writes_only=True) as tx:
             tx.insert_delivery(
                 did,
                 delivery.graph.graph,

@@ -45,11 +45,11 @@ from contracts import ErrorCode, error
 from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
-from host._lease import fenced
 from host._step_rows import StatusDeriver, write_step_rows
 from host.langgraph._async_saver import SyncTwins
 from host.langgraph._fresh import FreshThreads
-from host.storage.postgres import PostgresStorage, PostgresTx, fenced_token
+from host.storage import fenced
+from host.storage.postgres import PostgresStorage, PostgresTx
 
 _T = TypeVar("_T")
 
@@ -151,25 +151,16 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
             return call(*args)
         return await off_loop(call, *args)
 
-    def _fence(self, tx: PostgresTx, delivery: str) -> None:
-        """The fencing check of a write of ``delivery``, sent without waiting for its answer."""
+    @contextlib.contextmanager
+    def _fenced(self, delivery: str) -> Iterator[PostgresTx]:
+        """The store's fenced transaction under this process's token for ``delivery``."""
         token = self.tokens.get(delivery)
         if token is None:
-            host_check_token(tx, delivery, token)  # refused, naming the current token
-        else:
-            tx.fence(delivery, token)
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _refusal_of(delivery: str) -> Iterator[None]:
-        """Turn the store's refusal of a stale token (at the commit) into ``LEASE_FENCED``."""
-        try:
-            yield
-        except psycopg.Error as exc:
-            found = fenced_token(exc)
-            if found is None:
-                raise
-            raise fenced(delivery, found or None) from None
+            with self.store.transaction() as tx:
+                host_check_token(tx, delivery, token)  # refused, naming the current token
+            raise fenced(delivery, None)  # not reached: the check refuses a missing token
+        with self.store.fenced_transaction(delivery, token) as tx:
+            yield tx
 
     def put(
         self,
@@ -200,8 +191,7 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
             str(ch).startswith("branch:to:") for ch in values
         )
         try:
-            with self._refusal_of(thread_id), self.store.step_transaction() as tx:
-                self._fence(tx, thread_id)
+            with self._fenced(thread_id) as tx:
                 tx.put_checkpoint(
                     thread_id,
                     checkpoint_ns,
@@ -259,8 +249,7 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
             task_path,
             special,
         )
-        with self._refusal_of(thread_id), self.store.transaction() as tx:
-            self._fence(tx, thread_id)
+        with self._fenced(thread_id) as tx:
             tx.put_writes(rows)
             _faults.boundary("put_writes", "before")
         _faults.boundary("put_writes", "after")

@@ -6,6 +6,7 @@ sub-package each (``host.storage.sqlite``) and hold all of their SQL; this
 package imports no database driver and no LangGraph (import-linter enforces it).
 """
 
+from host.storage._fencing import fenced
 from host.storage._port import (
     ArchivedSavepoint,
     CustodyArchive,
@@ -28,4 +29,5 @@ __all__ = [
     "RunnerRow",
     "Storage",
     "StorageTx",
+    "fenced",
 ]

@@ -361,6 +361,17 @@ class Storage(Protocol):
         """One durable write transaction; rolled back if the body raises."""
         ...
 
+    def fenced_transaction(self, delivery: str, token: int) -> AbstractContextManager[StorageTx]:
+        """A write transaction that applies only while ``token`` is the delivery's lease token.
+
+        A stale token raises ``LEASE_FENCED`` and applies nothing; the refusal may
+        come when the body ends rather than at its start. The backend may send the
+        body's writes as one statement (PostgreSQL, decision 0146): the body then
+        sees its own writes only through reads, which turn it into an ordinary
+        transaction.
+        """
+        ...
+
     def lease_transaction(self) -> AbstractContextManager[StorageTx]:
         """A write transaction of lease rows alone; may skip the durability flush.
 

@@ -260,6 +260,26 @@ def test_a_stale_token_refuses_the_whole_write(storage: Storage, connect: Connec
     assert row is not None and row["status"] == "failed"
 
 
+def test_a_fenced_transaction_applies_only_under_the_current_token(
+    storage: Storage, connect: Connect
+) -> None:
+    _admit(storage)
+    with storage.lease_transaction() as tx:
+        tx.put_lease("d-1", "someone", 7, time.time() + 60)
+    with pytest.raises(ExecsysError) as fenced, storage.fenced_transaction("d-1", 6) as tx:
+        tx.set_status("d-1", "failed", None, {}, None)
+    assert fenced.value.code.value == "LEASE_FENCED"
+    assert "fencing token 7" in repr(fenced.value), "the refusal names the current token"
+    row = connect().delivery("d-1")
+    assert row is not None and row["status"] == "running"
+    with storage.fenced_transaction("d-1", 7) as tx:
+        tx.set_status("d-1", "failed", None, {}, None)
+        tx.request_stop("d-1", 1.0, "op")
+    row = connect().delivery("d-1")
+    assert row is not None and row["status"] == "failed"
+    assert connect().stop_request("d-1") == "op"
+
+
 def _manager(storage: Storage, tmp_path: Path, tag: str, ttl: float) -> LeaseManager:
     return LeaseManager(storage, tmp_path / "locks", holder_name(tag), ttl)
 

@@ -136,6 +136,13 @@ class StepCursor:
         self.cur.execute(query, params)
         return self
 
+    def executemany(self, query: Any, rows: Sequence[Sequence[Any]]) -> None:
+        """Send ``query`` once per row, in the transaction this begins (no combining)."""
+        if self.cur is None:
+            self._begin()
+        assert self.cur is not None
+        self.cur.executemany(query, rows)
+
     def _begin(self) -> None:
         """Begin a transaction and replay the kept statements in it (in order)."""
         self._stack.enter_context(self.conn.transaction())

@@ -23,12 +23,13 @@ from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from contracts import ErrorCode, error
+from host.storage._fencing import fenced
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._archive import PostgresCustodyArchive
 from host.storage.postgres._batch import StepCursor
 from host.storage.postgres._connect import SETTINGS, connect, conninfo
 from host.storage.postgres._goals import PostgresGoalReads
-from host.storage.postgres._leases import FIRST_GRANT
+from host.storage.postgres._leases import FIRST_GRANT, fenced_token
 from host.storage.postgres._listen import QueueListener
 from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
 from host.storage.postgres._tx import (
@@ -144,6 +145,23 @@ class PostgresStorage(PostgresGoalReads):
                 step.abandon(exc)
                 raise
             step.finish()
+
+    @contextmanager
+    def fenced_transaction(self, delivery: str, token: int) -> Iterator[PostgresTx]:
+        """A step transaction (one statement) whose first part is the fencing check.
+
+        A stale token (``execsys_fence``'s SQLSTATE ``EXF01``) raises ``LEASE_FENCED``
+        naming the current token, and nothing of the body is applied.
+        """
+        try:
+            with self.step_transaction() as tx:
+                tx.fence(delivery, token)
+                yield tx
+        except psycopg.Error as exc:
+            found = fenced_token(exc)
+            if found is None:
+                raise
+            raise fenced(delivery, found or None) from None
 
     @contextmanager
     def lease_transaction(self) -> Iterator[PostgresTx]:

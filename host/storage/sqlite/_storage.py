@@ -42,6 +42,7 @@ from typing import Any
 from urllib.parse import quote
 
 from contracts import ErrorCode, error
+from host.storage._fencing import fenced
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.sqlite._errors import store_not_found
 from host.storage.sqlite._goals import GOAL_SCHEMA, SqliteGoalReads
@@ -206,6 +207,15 @@ class SqliteStorage(SqliteGoalReads):
                 self.conn.commit()
             finally:
                 cur.close()
+
+    @contextmanager
+    def fenced_transaction(self, delivery: str, token: int) -> Iterator[SqliteTx]:
+        """A write transaction that first reads the lease token and refuses a stale one."""
+        with self.transaction() as tx:
+            found = tx.fencing_token(delivery)
+            if found != token:
+                raise fenced(delivery, found)
+            yield tx
 
     @contextmanager
     def lease_transaction(self) -> Iterator[SqliteTx]:
