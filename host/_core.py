@@ -40,6 +40,9 @@ from host._substrate import Substrate, ThreadSnapshot
 from host._views import ReplayCache, status_report
 from host.storage import Storage, fenced
 
+STOP_POLL_S = 0.2
+"""How often a delivery being driven looks for a stop request made by another process."""
+
 
 def first_input(delivery: AdmittedDelivery, head: str, ctx: DeliveryContext) -> dict[str, Any]:
     """The input that starts a delivery's thread: its start node, scheduled once.
@@ -348,7 +351,13 @@ class HostCore:
             )
 
     async def _watch_stop(self, delivery_id: str, ctx: DeliveryContext) -> None:
-        """Poll for an operator's stop request made by another process."""
+        """Poll for an operator's stop request made by another process.
+
+        A delivery this operation admitted was stored a moment ago: a request can
+        only come after that, so its first poll waits one interval like the others.
+        """
+        if ctx.fresh:
+            await asyncio.sleep(STOP_POLL_S)
         while not ctx.stop.is_set():
             request = stop_request(self.store, delivery_id)
             if request is not None:
@@ -356,7 +365,7 @@ class HostCore:
                 ctx.stop_reason = ctx.stop_reason or "stop"
                 ctx.stop.set()
                 return
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(STOP_POLL_S)
 
 
 def _interrupt(ctx: DeliveryContext) -> None:

@@ -1,4 +1,4 @@
-"""A delivery admitted by its own run reads no checkpoint before its first commit."""
+"""A delivery admitted by its own run reads no checkpoint and no stop request before it commits."""
 
 from __future__ import annotations
 
@@ -58,11 +58,15 @@ def test_a_new_delivery_reads_no_checkpoint_before_it_commits_and_later_runs_do(
     get_tuple, put = saver.get_tuple, saver.put
     saver.get_tuple = lambda config: calls.append("read") or get_tuple(config)
     saver.put = lambda *args: calls.append("put") or put(*args)
+    store: Any = harness.host.store
+    stop_request = store.stop_request
+    store.stop_request = lambda delivery: calls.append("stop?") or stop_request(delivery)
     try:
         delivery = make_delivery(doc)
         report = harness.run(delivery)
         assert report.status == "completed"
         assert calls[0] == "put", calls
+        assert "stop?" not in calls, "a run shorter than one poll interval polls no stop"
         assert not saver.fresh, "nothing stays marked once the run ends"
         calls.clear()
         assert asyncio.run(harness.host.values(delivery))["run"]["status"] == "completed"
