@@ -5,8 +5,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from host.langgraph._pg_saver import setup_checkpoint_tables
 from host.storage.postgres import PostgresStorage, fenced_token, migrate
 from host.storage.postgres._batch import NotCombinable, StatementBatch
+from host.storage.postgres._tx import VALUES_MAX_ROWS
 
 
 def test_statements_combine_into_one_with_their_own_lists_moved_up() -> None:
@@ -80,5 +82,33 @@ def test_a_read_in_the_body_turns_it_into_a_transaction_that_sees_its_own_writes
             assert tx.has_record("sha256:r")
             raise RuntimeError("rolled back")
         assert _stops(pg_url) == [("d", "after the read")]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("rows", [1, 3, VALUES_MAX_ROWS, VALUES_MAX_ROWS + 1, 150])
+def test_multi_row_writes_store_every_row_as_values_or_as_arrays(pg_url: str, rows: int) -> None:
+    migrate(pg_url, setup_checkpoint_tables)
+    store = PostgresStorage.open(pg_url)
+    blobs = [("d", "", f"c{i}", "1", "bytes", bytes([i % 256]) * 3) for i in range(rows)]
+    records = [(f"sha256:{i}", f'{{"v":{i}}}'.encode()) for i in range(rows)]
+    records.append(records[0])  # the same record twice in one step is stored once
+    lines = [(i, f"sha256:line{i}", f'{{"n":{i}}}'.encode()) for i in range(rows)]
+    try:
+        with store.step_transaction() as tx:
+            tx.put_checkpoint("d", "", "cp", None, {"v": 1}, {}, blobs)
+            tx.put_records("d", records)
+            tx.append_journal("d", lines)
+        assert store.journal_lines("d") == [line for _, _, line in lines]
+        with psycopg.connect(pg_url) as conn:
+            stored = conn.execute(
+                "SELECT channel, blob FROM checkpoint_blobs WHERE thread_id = 'd' ORDER BY channel"
+            ).fetchall()
+            refs = conn.execute(
+                "SELECT count(*) FROM execsys_record_refs WHERE delivery = 'd'"
+            ).fetchone()
+        assert sorted((c, bytes(b)) for c, b in stored) == sorted((b[2], b[5]) for b in blobs)
+        assert refs is not None and refs[0] == rows
+        assert store.get_record(f"sha256:{rows - 1}") == {"v": rows - 1}
     finally:
         store.close()
