@@ -213,19 +213,24 @@ def test_continue_kills_a_leftover_of_the_interrupted_attempt_before_it_runs_aga
     delivery, pids = _start_and_kill(tmp_path)
     _wait(lambda: not any(_alive(pid) for pid in pids), within=5)
     # A process of the killed attempt that escaped its supervisor (still carrying the
-    # attempt's invocation id): recovery must find it and kill it first.
+    # attempt's invocation id and launcher): recovery must find it and kill it first.
+    # One with the same invocation id but another launcher (the same delivery in
+    # another store on this machine) is left alone.
     invocation = (tmp_path / "invocation").read_text()
-    escaped = subprocess.Popen(
-        ["sleep", "1000"], env={**os.environ, "EXECSYS_INVOCATION": invocation}
-    )
+    launcher = (tmp_path / "launcher").read_text()
+    env = {**os.environ, "EXECSYS_INVOCATION": invocation}
+    escaped = subprocess.Popen(["sleep", "1000"], env={**env, "EXECSYS_LAUNCHER": launcher})
+    stranger = subprocess.Popen(["sleep", "1000"], env={**env, "EXECSYS_LAUNCHER": "1:1"})
     try:
         done = _cli(tmp_path, "recover", delivery, "--directive", "continue", "--reason", "crash")
         assert done.returncode == 0, done.stderr
         assert escaped.wait(timeout=10) == -signal.SIGKILL
+        assert stranger.poll() is None, "another launch's process was killed"
     finally:
-        if escaped.poll() is None:
-            escaped.kill()
-            escaped.wait()
+        for process in (escaped, stranger):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

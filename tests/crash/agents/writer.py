@@ -27,6 +27,7 @@ if request["attempt"] == 1 and not (control / "ready").exists():
     )
     (control / "pids").write_text(f"{os.getpid()}\n{child.pid}\n")
     (control / "invocation").write_text(request["invocation"])
+    (control / "launcher").write_text(os.environ["EXECSYS_LAUNCHER"])
     (control / "ready").write_text("ready")
     time.sleep(1000)
 print(json.dumps({"status": "completed", "output": {"ok": True}}))
