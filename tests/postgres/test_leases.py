@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -18,15 +20,27 @@ from host._lease import LeaseManager, check_token
 from host.storage.postgres import PostgresStorage, fenced_token, migrate
 
 
-def test_a_grant_waits_for_a_write_in_flight_then_the_old_token_is_refused(
+@contextlib.contextmanager
+def _writer_and_taker(
     pg_url: str, tmp_path: Path
-) -> None:
-    """FOR SHARE (the write) against FOR UPDATE (the grant): they take turns on the row."""
+) -> Iterator[tuple[PostgresStorage, LeaseManager, LeaseManager]]:
+    """A writer whose lease expires at once, and a rival on a store of its own."""
     migrate(pg_url)
     writer_store, taker_store = PostgresStorage.open(pg_url), PostgresStorage.open(pg_url)
     try:
         writer = LeaseManager(writer_store, tmp_path / "a", "host-a:1:a", ttl_s=0.05)
         taker = LeaseManager(taker_store, tmp_path / "b", "host-b:2:b", ttl_s=30)
+        yield writer_store, writer, taker
+    finally:
+        writer_store.close()
+        taker_store.close()
+
+
+def test_a_grant_waits_for_a_write_in_flight_then_the_old_token_is_refused(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """FOR SHARE (the write) against FOR UPDATE (the grant): they take turns on the row."""
+    with _writer_and_taker(pg_url, tmp_path) as (writer_store, writer, taker):
         token = writer.acquire("d")
         time.sleep(0.1)  # the writer's lease has expired; nobody took it yet
         granted: list[int] = []
@@ -44,18 +58,11 @@ def test_a_grant_waits_for_a_write_in_flight_then_the_old_token_is_refused(
             tx.request_stop("d", 1.0, "late writer")
         assert caught.value.code is ErrorCode.LEASE_FENCED
         assert writer_store.stop_request("d") == "writer"
-    finally:
-        writer_store.close()
-        taker_store.close()
 
 
-def test_a_pipelined_write_with_a_stale_token_keeps_nothing(pg_url: str, tmp_path: Path) -> None:
-    """The fencing check a step's pipeline does not wait for still refuses the whole commit."""
-    migrate(pg_url)
-    writer_store, taker_store = PostgresStorage.open(pg_url), PostgresStorage.open(pg_url)
-    try:
-        writer = LeaseManager(writer_store, tmp_path / "a", "host-a:1:a", ttl_s=0.05)
-        taker = LeaseManager(taker_store, tmp_path / "b", "host-b:2:b", ttl_s=30)
+def test_a_step_write_with_a_stale_token_keeps_nothing(pg_url: str, tmp_path: Path) -> None:
+    """The fencing check sent with a step's writes (no answer awaited) refuses the whole commit."""
+    with _writer_and_taker(pg_url, tmp_path) as (writer_store, writer, taker):
         token = writer.acquire("p")
         with writer_store.step_transaction() as tx:
             tx.fence("p", token)
@@ -72,9 +79,6 @@ def test_a_pipelined_write_with_a_stale_token_keeps_nothing(pg_url: str, tmp_pat
         with pytest.raises(psycopg.Error) as unknown, writer_store.step_transaction() as tx:
             tx.fence("never-granted", 1)
         assert fenced_token(unknown.value) == ""
-    finally:
-        writer_store.close()
-        taker_store.close()
 
 
 RACER = textwrap.dedent(
