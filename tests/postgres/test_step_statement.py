@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
 import psycopg
 import pytest
 
+from contracts import LangGraphHostConfig
 from host.langgraph._pg_saver import setup_checkpoint_tables
 from host.storage.postgres import PostgresStorage, fenced_token, migrate
-from host.storage.postgres._batch import NotCombinable, StatementBatch
+from host.storage.postgres._batch import FALLBACKS, NotCombinable, StatementBatch
 from host.storage.postgres._tx import VALUES_MAX_ROWS
+from runner import RunnerFactory
+from tests.host.harness import ScriptInvoker, graph_doc, make_delivery, reply
+from tests.support.memory_custody import MemoryCustody
 
 
 def test_statements_combine_into_one_with_their_own_lists_moved_up() -> None:
@@ -112,3 +121,32 @@ def test_multi_row_writes_store_every_row_as_values_or_as_arrays(pg_url: str, ro
         assert store.get_record(f"sha256:{rows - 1}") == {"v": rows - 1}
     finally:
         store.close()
+
+
+def test_the_hosts_own_commits_never_fall_back_to_a_transaction(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Admission and every step of a run go out as one statement each: no read, no refusal."""
+    step = {
+        "kind": "action",
+        "executor": "step",
+        "outputs": {"go": {"enum": ["again", "stop"]}},
+        "routes": {"port": "go", "cases": {"again": "step", "stop": "done"}},
+        "max_visits": 4,
+    }
+    doc = graph_doc({"step": step, "done": {"kind": "terminal", "outcome": "succeeded"}}, "step")
+
+    async def behaviour(request: Any) -> dict[str, Any]:
+        return reply({"go": "again" if request.activation < 3 else "stop"})
+
+    config = LangGraphHostConfig(engine="langgraph", store=pg_url, data_dir=str(tmp_path))
+    runner = RunnerFactory(config).create(
+        custody=MemoryCustody(), invoker=ScriptInvoker({"step": behaviour})
+    )
+    try:
+        before = Counter(FALLBACKS)
+        report = asyncio.run(runner.host.run(make_delivery(doc)))
+        assert report.status == "completed"
+        assert before == FALLBACKS, FALLBACKS - before
+    finally:
+        runner.close()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,12 @@ from psycopg.rows import DictRow
 
 _NAME = re.compile(r"(\w+)\s+AS\s*\(", re.IGNORECASE)
 _TABLE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+
+
+FALLBACKS: Counter[str] = Counter()
+"""Since this process started: how often a step transaction became an ordinary one, by cause
+(``read``, ``statement``, ``executemany``). Correct either way, but each costs the speed the
+one-statement commit exists for; the tests hold the Host's own step path at zero."""
 
 
 class NotCombinable(ValueError):
@@ -131,7 +138,7 @@ class StepCursor:
                 self.kept.execute(query, params)
                 return self
             except NotCombinable:
-                self._begin()
+                self._begin("statement")
         assert self.cur is not None
         self.cur.execute(query, params)
         return self
@@ -139,12 +146,13 @@ class StepCursor:
     def executemany(self, query: Any, rows: Sequence[Sequence[Any]]) -> None:
         """Send ``query`` once per row, in the transaction this begins (no combining)."""
         if self.cur is None:
-            self._begin()
+            self._begin("executemany")
         assert self.cur is not None
         self.cur.executemany(query, rows)
 
-    def _begin(self) -> None:
+    def _begin(self, cause: str) -> None:
         """Begin a transaction and replay the kept statements in it (in order)."""
+        FALLBACKS[cause] += 1
         self._stack.enter_context(self.conn.transaction())
         cur = self._stack.enter_context(self.conn.cursor())
         for query, params in self.kept.parts:
@@ -153,7 +161,7 @@ class StepCursor:
 
     def _direct(self) -> psycopg.Cursor[DictRow]:
         if self.cur is None:
-            self._begin()  # the statement just kept is the last replayed: its result is next
+            self._begin("read")  # the statement just kept is replayed last: its result is next
         assert self.cur is not None
         return self.cur
 
