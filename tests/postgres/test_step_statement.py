@@ -9,6 +9,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import pq
+from psycopg.adapt import PyFormat, Transformer
 
 from contracts import LangGraphHostConfig
 from host.langgraph._pg_saver import setup_checkpoint_tables
@@ -23,17 +25,28 @@ from tests.support.memory_custody import MemoryCustody
 def test_statements_combine_into_one_with_their_own_lists_moved_up() -> None:
     batch = StatementBatch()
     batch.execute("SELECT execsys_fence(%s, %s)", ("d", 1))
-    batch.execute("WITH given AS (SELECT 1 AS x) INSERT INTO t1 (x) SELECT x FROM given", ())
+    batch.execute(
+        "WITH given AS (SELECT %b AS x) INSERT INTO t1 (x) SELECT x FROM given "
+        "WHERE x::text LIKE '1%%'",
+        ([1],),
+    )
     batch.execute("UPDATE t2 SET y = %s", (5,))
     combined = batch.combined()
     assert combined is not None
     text, params = combined
     assert text == (
-        "WITH s0 AS (SELECT execsys_fence(%s, %s)), given AS (SELECT 1 AS x), "
-        "s1 AS (INSERT INTO t1 (x) SELECT x FROM given), s2 AS (UPDATE t2 SET y = %s) "
-        "SELECT (SELECT count(*) FROM s0)"
+        "WITH s0 AS (SELECT execsys_fence($1, $2)), given AS (SELECT $3 AS x), "
+        "s1 AS (INSERT INTO t1 (x) SELECT x FROM given WHERE x::text LIKE '1%'), "
+        "s2 AS (UPDATE t2 SET y = $4) SELECT (SELECT count(*) FROM s0)"
     )
-    assert params == ("d", 1, 5)
+    assert params == ("d", 1, [1], 5)
+    dumped = Transformer()
+    dumped.dump_sequence(params, [PyFormat.AUTO] * len(params))  # as a raw cursor sends them
+    assert dumped.formats[2] == pq.Format.BINARY, "a %b array goes in binary, as asked"
+    with pytest.raises(NotCombinable):
+        batch.execute("DELETE FROM t4 WHERE x = %s", (1, 2))  # numbering needs the exact count
+    with pytest.raises(NotCombinable):
+        batch.execute("DELETE FROM t5 WHERE x = %(name)s", {"name": 1})  # type: ignore[arg-type]
     with pytest.raises(NotCombinable):
         batch.execute("UPDATE t2 SET y = %s", (6,))  # one row could be written twice
     with pytest.raises(NotCombinable):

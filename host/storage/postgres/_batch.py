@@ -26,6 +26,7 @@ restart reads the stored lines in the step's transaction, for instance).
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -33,9 +34,20 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import DictRow
+from psycopg.types.array import ListBinaryDumper
 
 _NAME = re.compile(r"(\w+)\s+AS\s*\(", re.IGNORECASE)
 _TABLE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"%(.)")
+
+
+class _BinaryList(list[Any]):
+    """A list a raw cursor sends in binary, as a ``%b`` placeholder asks."""
+
+
+# A class with only a binary dumper registered is sent in binary where no format
+# is asked for (psycopg picks the last dumper registered for that case).
+psycopg.adapters.register_dumper(_BinaryList, ListBinaryDumper)
 
 
 FALLBACKS: Counter[str] = Counter()
@@ -54,46 +66,111 @@ class StatementBatch:
     def __init__(self) -> None:
         self.parts: list[tuple[str, Sequence[Any]]] = []
         """Each statement as given, with its parameters, in order."""
-        self._split: list[tuple[str, str]] = []
-        """Each statement's own ``WITH`` list ('' if none) and the statement after it."""
+        self._shapes: list[_Shape] = []
         self._tables: set[str] = set()
         self._names: set[str] = set()
 
     def execute(self, query: Any, params: Sequence[Any] = ()) -> StatementBatch:
         """Keep one statement that reads nothing back."""
         text = query.decode() if isinstance(query, bytes) else str(query)
-        if not text.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE", "SELECT", "WITH")):
-            raise NotCombinable(f"not combinable into one statement: {text[:40]!r}")
-        hoisted, main = _split_with(text)
-        written = _TABLE.match(main)
-        if written is not None:
-            table = written.group(1).lower()
-            if table in self._tables:
-                raise NotCombinable(f"two writes of {table} in one statement")
-            self._tables.add(table)
-        names = set(_NAME.findall(hoisted))
-        if names & self._names:
-            raise NotCombinable(f"expression names used twice: {sorted(names & self._names)}")
-        self._names |= names
+        shape = _shape(text)
+        if shape.table is not None:
+            if shape.table in self._tables:
+                raise NotCombinable(f"two writes of {shape.table} in one statement")
+            self._tables.add(shape.table)
+        if shape.names & self._names:
+            raise NotCombinable(f"expression names used twice: {sorted(shape.names & self._names)}")
+        if len(params) != shape.placeholders:
+            raise NotCombinable(f"{len(params)} parameters for {shape.placeholders} placeholders")
+        self._names |= shape.names
         self.parts.append((text, tuple(params)))
-        self._split.append((hoisted, main))
+        self._shapes.append(shape)
         return self
 
     def combined(self) -> tuple[str, tuple[Any, ...]] | None:
-        """The one statement and its parameters (None when nothing was kept)."""
+        """The one statement, its placeholders numbered (``$1``...), and its parameters.
+
+        None when nothing was kept. The text is meant for a raw cursor
+        (:meth:`StepCursor.finish`): numbering the placeholders here, from each
+        part's cached pieces, spares psycopg from parsing the whole statement
+        on every step (it caches nothing longer than 4 kB).
+        """
         if not self.parts:
             return None
         # A data-modifying expression may only sit at the top level: a statement's
         # own WITH list moves up, before the expression of the statement itself.
         ctes, reads = [], []
-        for i, (hoisted, main) in enumerate(self._split):
-            if hoisted:
-                ctes.append(hoisted)
-            ctes.append(f"s{i} AS ({main})")
-            if main.lstrip().upper().startswith("SELECT"):
+        number = 0
+        for i, shape in enumerate(self._shapes):
+            if shape.hoisted:
+                text, number = _numbered(shape.hoisted, number)
+                ctes.append(text)
+            text, number = _numbered(shape.main, number)
+            ctes.append(f"s{i} AS ({text})")
+            if shape.reads:
                 reads.append(f"(SELECT count(*) FROM s{i})")
-        params: tuple[Any, ...] = tuple(p for _, given in self.parts for p in given)
+        params = tuple(
+            _BinaryList(p) if kind == "b" and type(p) is list else p
+            for (_, given), shape in zip(self.parts, self._shapes, strict=True)
+            for p, kind in zip(given, shape.kinds, strict=True)
+        )
         return f"WITH {', '.join(ctes)} SELECT {' + '.join(reads) or '0'}", params
+
+
+class _Shape:
+    """What the batch needs of one statement's text, worked out once per distinct text."""
+
+    __slots__ = ("hoisted", "kinds", "main", "names", "placeholders", "reads", "table")
+
+    def __init__(self, text: str) -> None:
+        if not text.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE", "SELECT", "WITH")):
+            raise NotCombinable(f"not combinable into one statement: {text[:40]!r}")
+        hoisted, main = _split_with(text)
+        self.hoisted = _pieces(hoisted)
+        """The statement's own ``WITH`` list (empty if none), split at its placeholders."""
+        self.main = _pieces(main)
+        """The statement after that list, split at its placeholders."""
+        self.kinds = "".join(_PLACEHOLDER.findall(text)).replace("%", "")
+        """Each placeholder's letter (``s`` or ``b``), in order."""
+        self.placeholders = len(self.kinds)
+        written = _TABLE.match(main)
+        self.table = written.group(1).lower() if written is not None else None
+        self.names = frozenset(_NAME.findall(hoisted))
+        self.reads = main.lstrip().upper().startswith("SELECT")
+
+
+@functools.lru_cache(maxsize=1024)
+def _shape(text: str) -> _Shape:
+    return _Shape(text)
+
+
+def _pieces(text: str) -> tuple[str, ...]:
+    """``text`` split at its ``%s``/``%b`` placeholders (``%%`` read as ``%``)."""
+    if not text:
+        return ()
+    pieces, start, literal = [], 0, []
+    for match in _PLACEHOLDER.finditer(text):
+        kind = match.group(1)
+        if kind == "%":
+            literal.append(text[start : match.start()] + "%")
+        elif kind in "sb":
+            pieces.append("".join(literal) + text[start : match.start()])
+            literal = []
+        else:
+            raise NotCombinable(f"a placeholder the batch does not number: {match.group()!r}")
+        start = match.end()
+    pieces.append("".join(literal) + text[start:])
+    return tuple(pieces)
+
+
+def _numbered(pieces: tuple[str, ...], number: int) -> tuple[str, int]:
+    """Join ``pieces`` with ``$n`` placeholders numbered after ``number``; the last number used."""
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        number += 1
+        out.append(f"${number}")
+        out.append(piece)
+    return "".join(out), number
 
 
 def _split_with(text: str) -> tuple[str, str]:
@@ -185,7 +262,8 @@ class StepCursor:
             return
         statement = self.kept.combined()
         if statement is not None:
-            self.conn.execute(statement[0], statement[1])
+            with psycopg.RawCursor(self.conn) as raw:
+                raw.execute(statement[0], statement[1])
 
     def abandon(self, exc: BaseException) -> None:
         """Apply nothing: roll back the transaction if one was begun."""
