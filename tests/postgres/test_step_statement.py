@@ -15,7 +15,7 @@ from psycopg.adapt import PyFormat, Transformer
 from contracts import LangGraphHostConfig
 from host.langgraph._pg_saver import setup_checkpoint_tables
 from host.storage.postgres import PostgresStorage, fenced_token, migrate
-from host.storage.postgres._batch import FALLBACKS, NotCombinable, StatementBatch
+from host.storage.postgres._batch import FALLBACKS, NotCombinable, StatementBatch, StepCursor
 from host.storage.postgres._tx import VALUES_MAX_ROWS
 from runner import RunnerFactory
 from tests.host.harness import ScriptInvoker, graph_doc, make_delivery, reply
@@ -104,6 +104,26 @@ def test_a_read_in_the_body_turns_it_into_a_transaction_that_sees_its_own_writes
             assert tx.has_record("sha256:r")
             raise RuntimeError("rolled back")
         assert _stops(pg_url) == [("d", "after the read")]
+    finally:
+        store.close()
+
+
+def test_lease_writes_go_as_one_statement_that_does_not_wait_for_the_flush(pg_url: str) -> None:
+    migrate(pg_url)
+    store = PostgresStorage.open(pg_url)
+    try:
+        with store.lease_transaction() as tx:
+            tx.put_lease("d-lease", "me", 1, 2e9)
+            sent = tx.cur
+        assert isinstance(sent, StepCursor) and sent.cur is None, "no BEGIN, no COMMIT"
+        with store.lease_transaction() as tx:
+            tx.release_lease("d-lease", "me", 1)
+            setting = tx.cur.execute("SELECT current_setting('synchronous_commit') AS s")
+            assert setting.fetchone() == {"s": "off"}, "a lease commit skips the flush wait"
+        assert store.lease("d-lease") == ("me", 1, 0.0)
+        with store.step_transaction() as tx:
+            setting = tx.cur.execute("SELECT current_setting('synchronous_commit') AS s")
+            assert setting.fetchone() == {"s": "on"}, "a step's commit waits for the flush"
     finally:
         store.close()
 

@@ -202,8 +202,10 @@ class StepCursor:
     sent as it comes, and :meth:`finish` commits.
     """
 
-    def __init__(self, conn: psycopg.Connection[DictRow]) -> None:
+    def __init__(self, conn: psycopg.Connection[DictRow], *, counted: bool = True) -> None:
         self.conn = conn
+        self.counted = counted
+        """Whether falling back counts in :data:`FALLBACKS` (the step path's does)."""
         self.kept = StatementBatch()
         self.cur: psycopg.Cursor[DictRow] | None = None
         self._stack = contextlib.ExitStack()
@@ -229,7 +231,8 @@ class StepCursor:
 
     def _begin(self, cause: str) -> None:
         """Begin a transaction and replay the kept statements in it (in order)."""
-        FALLBACKS[cause] += 1
+        if self.counted:
+            FALLBACKS[cause] += 1
         self._stack.enter_context(self.conn.transaction())
         cur = self._stack.enter_context(self.conn.cursor())
         for query, params in self.kept.parts:

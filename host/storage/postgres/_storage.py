@@ -77,6 +77,10 @@ class _IdleProbe:
             ConnectionPool.check_connection(conn)
 
 
+ASYNC_COMMIT = "SELECT set_config('synchronous_commit', 'off', true)"
+"""The first part of a lease transaction: its commit does not wait for the WAL flush."""
+
+
 class PostgresStorage(PostgresGoalReads):
     """The Host's tables in one PostgreSQL database, through a pool of connections."""
 
@@ -137,9 +141,16 @@ class PostgresStorage(PostgresGoalReads):
         nothing. A read in the body turns it into an ordinary transaction
         (:class:`StepCursor`). Nothing is sent if the body raises.
         """
+        with self._one_statement(counted=True) as tx:
+            yield tx
+
+    @contextmanager
+    def _one_statement(self, *, counted: bool, first: str = "") -> Iterator[PostgresTx]:
         with self.pool.connection() as conn:
-            step = StepCursor(conn)
+            step = StepCursor(conn, counted=counted)
             try:
+                if first:
+                    step.execute(first)
                 yield PostgresTx(step)  # type: ignore[arg-type]
             except BaseException as exc:
                 step.abandon(exc)
@@ -165,8 +176,16 @@ class PostgresStorage(PostgresGoalReads):
 
     @contextmanager
     def lease_transaction(self) -> Iterator[PostgresTx]:
-        """A transaction of lease rows alone (PostgreSQL flushes every commit anyway)."""
-        with self.transaction() as tx:
+        """A transaction of lease rows alone: one statement, committed without a WAL flush wait.
+
+        A release is one ``UPDATE`` and goes as one statement (BEGIN and COMMIT
+        would double its round trips); a body that reads (a grant, a renewal)
+        becomes an ordinary transaction. ``synchronous_commit`` is off for it
+        alone, as the port allows: a lease write lost to a server crash was
+        never relied on, since the first fenced write under a token waits for
+        the flush of everything committed before it (decision 0148).
+        """
+        with self._one_statement(counted=False, first=ASYNC_COMMIT) as tx:
             yield tx
 
     @contextmanager

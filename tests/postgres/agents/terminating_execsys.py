@@ -24,9 +24,15 @@ _stock = _faults.boundary
 _cursor = _batch.StepCursor.__init__
 
 
-def _remember(self: _batch.StepCursor, conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
-    _seen["backend"] = conn.info.backend_pid
-    _cursor(self, conn)
+def _remember(
+    self: _batch.StepCursor,
+    conn: psycopg.Connection,  # type: ignore[type-arg]
+    *,
+    counted: bool = True,
+) -> None:
+    if counted:  # a step's transaction, not a lease's
+        _seen["backend"] = conn.info.backend_pid
+    _cursor(self, conn, counted=counted)
 
 
 def _boundary(kind: str, phase: str) -> None:
