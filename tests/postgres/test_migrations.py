@@ -197,3 +197,24 @@ def test_a_damaged_store_is_one_coded_line_not_an_internal_error(pg_url: str) ->
     proc = execsys("status", "--store", pg_url)
     one_coded_line(proc, "STORE_ERROR", 1)
     assert "execsys_deliveries" in proc.stderr
+
+
+def test_every_store_connection_notices_a_silent_server_unless_the_url_says_otherwise(
+    pg_url: str,
+) -> None:
+    from host.storage.postgres import PostgresStorage, migrate
+
+    migrate(pg_url)
+    store = PostgresStorage.open(pg_url)
+    try:
+        with store.connection() as conn:
+            settings = conn.info.get_parameters()
+    finally:
+        store.close()
+    assert settings["tcp_user_timeout"] == "30000"
+    assert (settings["keepalives_idle"], settings["keepalives_count"]) == ("30", "3")
+    own = connect(f"{pg_url}?keepalives_idle=7")
+    try:
+        assert own.info.get_parameters()["keepalives_idle"] == "7", "the URL's value wins"
+    finally:
+        own.close()

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 
 from contracts import ErrorCode, ExecsysError, error
@@ -39,11 +40,36 @@ def shown(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+LIVENESS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+"""libpq settings that notice a server that stopped answering (a network cut, a dead host).
+
+A request in flight fails once the server has not acknowledged it for 30 s
+(``tcp_user_timeout``, in ms); an idle wait for an answer fails after 30 s of
+silence and three unanswered probes 10 s apart. libpq's own defaults leave that
+to the system's TCP settings (two hours of silence on Linux), so a runner cut off
+from its store would hang that long instead of failing its step with a store
+error. The store URL may set any of them; its value wins."""
+
+
 def conninfo(url: str) -> str:
-    """The libpq connection string of a store URL (``postgres://`` accepted as an alias)."""
+    """The libpq connection string of a store URL (``postgres://`` accepted as an alias).
+
+    :data:`LIVENESS` settings the URL does not name are added.
+    """
     if url.startswith("postgres://"):
-        return "postgresql://" + url.removeprefix("postgres://")
-    return url
+        url = "postgresql://" + url.removeprefix("postgres://")
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return url  # left to the connection attempt, which reports it as one coded error
+    missing = {key: value for key, value in LIVENESS.items() if key not in given}
+    return make_conninfo(url, **missing)
 
 
 def connect(url: str) -> psycopg.Connection[DictRow]:
