@@ -184,7 +184,7 @@ def new_goal(
                 path=f"--check {name}",
                 expected="an existing program",
             )
-        check_sees_candidate(name, argv, folder)
+        check_sees_candidate(name, argv, folder.resolve())
     guarded = list(protected if protected is not None else DEFAULT_PROTECTED)
     guarded += [p for p in _check_inputs(folder, checks) if p not in guarded]
     unknown_allowed = [c for c in allow_fewer or [] if c not in checks]

@@ -42,6 +42,7 @@ EVIDENCE = {
         "tail": {"type": "string"},
         "tests": {"type": ["object", "null"]},
         "base_tests": {"type": ["object", "null"]},
+        "shadows": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["check", "exit_status", "output_digest", "duration_s", "frozen", "spec"],
     "additionalProperties": False,

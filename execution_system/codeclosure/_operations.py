@@ -40,8 +40,14 @@ def shortfall(name: str, item: Mapping[str, Any], allow_fewer: Sequence[str]) ->
 
     A check that reports what it ran (test counts) must have run at least one
     test, and no fewer than the base did unless the goal allows it; a check
-    whose base reported counts must report them too.
+    whose base reported counts must report them too. A check the candidate
+    would have hijacked (``shadows``, see ``agents/_shadow.py``) did not run.
     """
+    if item.get("shadows"):
+        return (
+            f"the candidate adds {', '.join(item['shadows'])} at the top of the import path, "
+            "where it would stand in for what the check imports; the check was not run"
+        )
     tests, base = item.get("tests"), item.get("base_tests")
     if tests is None:
         return "it did not report which tests ran (the base did)" if base else None

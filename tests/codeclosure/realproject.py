@@ -40,6 +40,32 @@ PYPROJECT = (
     '[tool.pytest.ini_options]\ntestpaths = ["tests"]\naddopts = "-p no:cacheprovider"\n'
 )
 CALC = "src/mylib/calc.py"
+SHADOW = (
+    '"""Stands in for pytest: reports every test passed and runs none."""\n'
+    "import json, os, sys\n\n"
+    'counts = os.environ.get("EXECSYS_TEST_COUNTS")\n'
+    "if counts:\n"
+    "    with open(counts, 'w') as out:\n"
+    "        json.dump({'selected': 4, 'passed': 4, 'failed': 0, 'deselected': 0}, out)\n"
+    'print("4 passed")\n'
+    "sys.exit(0)\n"
+)
+
+FAKE_COUNTS = (
+    '"""Named like the plugin that counts what a check ran: reports passes, ends with 0."""\n'
+    "import json, os\n\n\n"
+    "def pytest_sessionfinish(session, exitstatus):\n"
+    "    session.exitstatus = 0\n"
+    '    with open(os.environ["EXECSYS_TEST_COUNTS"], "w") as out:\n'
+    "        json.dump({'selected': 4, 'passed': 4, 'failed': 0, 'deselected': 0}, out)\n"
+)
+
+
+def added(path: str, text: str) -> str:
+    """A unified diff that creates ``path``, as ``patch -p1`` reads it."""
+    lines = text.splitlines(True)
+    body = "".join("+" + line for line in lines)
+    return f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
 
 
 def diff(path: str, before: str, after: str) -> str:
@@ -99,6 +125,9 @@ def make_real_project(tmp_path: Path, *, venv_inside: bool = False) -> RealProje
         "right": diff(CALC, WRONG, RIGHT),
         "direct": diff(CALC, BUGGY, RIGHT),
         "gaming": diff("conftest.py", CONFTEST, GAMING),
+        "shadow": added("pytest.py", SHADOW),
+        "hook": added("src/sitecustomize.py", "import os\n"),
+        "counts": added("execsys_counts.py", FAKE_COUNTS),
     }
     made = RealProject(tmp_path, project, python, f"sqlite:///{tmp_path}/state.db")
     for name, text in texts.items():

@@ -96,6 +96,30 @@ def test_a_conftest_that_deselects_the_failing_tests_is_refused(goals, real, aio
     assert goals.audit(created["goal"])["decisions"] == []
 
 
+@pytest.mark.parametrize(("patch", "module"), [("shadow", "pytest"), ("hook", "sitecustomize")])
+def test_a_module_that_would_stand_in_for_the_checks_own_is_not_a_pass(
+    goals, real, aio, patch, module
+):
+    # pytest.py at the root would replace pytest (the candidate is first on the import
+    # path) and report passes for tests it never ran; sitecustomize runs before anything.
+    created = _create(goals, real, patch, max_generations=1)
+    view = aio(goals.start(created["goal"], 1))
+    assert view["run_status"] == "BLOCKED", view["detail"]
+    (decision,) = goals.audit(created["goal"])["decisions"]
+    assert decision["decision"] == "REJECT_BLOCKED"
+    assert f"the candidate adds {module} at the top of the import path" in decision["feedback"]
+    (evidence,) = goals.audit(created["goal"])["evidence"]
+    assert (evidence["shadows"], evidence["exit_status"], evidence["tests"]) == ([module], -1, None)
+
+
+def test_a_module_named_like_the_counting_plugin_does_not_replace_it(goals, real, aio):
+    created = _create(goals, real, "counts", max_generations=1)
+    view = aio(goals.start(created["goal"], 1))
+    assert view["run_status"] == "BLOCKED", view["detail"]
+    (evidence,) = goals.audit(created["goal"])["evidence"]
+    assert (evidence["exit_status"], evidence["tests"]["failed"]) == (1, 2)
+
+
 def test_fewer_tests_than_the_base_is_not_a_pass(goals, real, aio):
     # Even with conftest.py unprotected, the counts catch the deselection.
     protected = [p for p in DEFAULT_PROTECTED if p != "**/conftest.py"]
@@ -139,6 +163,18 @@ def test_create_refuses_a_check_that_would_import_the_installed_copy(goals, real
         _create(goals, real, "direct", checks={"tests": (real.python, "-I", "-m", "pytest")})
     assert "would import 'mylib' from" in str(info.value)
     assert goals.list() == []
+
+
+def test_a_relative_project_folder_is_questioned_where_it_is(goals, real, monkeypatch):
+    monkeypatch.chdir(real.project.parent)
+    created = goals.create(
+        objective="add() returns the sum",
+        project=real.project.name,
+        criteria=["tests/test_calc.py passes"],
+        worker=PatchWorker(patches=(real.patches["direct"],)),
+        python=real.python,
+    )
+    assert goals.goals.get(created["goal"])["goal"].project == str(real.project.resolve())
 
 
 def test_bare_python_in_a_check_means_the_projects_python(goals, real):

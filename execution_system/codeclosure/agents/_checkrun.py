@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,10 @@ from execution_system.codeclosure._python import candidate_env
 from execution_system.codeclosure._source import copy_source
 
 PLUGIN = "execsys_counts"
+"""The counting plugin's module name, before the random part each check run adds.
+
+``python -m pytest`` puts the check's folder (the candidate) first on the
+import path, so a fixed name could be taken by a module the candidate adds."""
 _PR_SET_PDEATHSIG = 1
 _SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -140,9 +145,10 @@ def run_check(
         if pytest_like:
             plugins = folder / "plugins"
             plugins.mkdir()
-            shutil.copyfile(Path(__file__).with_name("_pytest_counts.py"), plugins / f"{PLUGIN}.py")
-            env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + os.fspath(plugins)
-            env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + f" -p {PLUGIN}").strip()
+            module = f"{PLUGIN}_{secrets.token_hex(8)}"
+            shutil.copyfile(Path(__file__).with_name("_pytest_counts.py"), plugins / f"{module}.py")
+            env["PYTHONPATH"] = os.fspath(plugins) + os.pathsep + env["PYTHONPATH"]
+            env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + f" -p {module}").strip()
             env["EXECSYS_TEST_COUNTS"] = os.fspath(counts)
         started = time.monotonic()
         process = subprocess.Popen(

@@ -1,6 +1,6 @@
 """A pytest plugin that records what a check ran; copied beside the check, never imported here.
 
-It is loaded into the project's own pytest (``-p execsys_counts`` in
+It is loaded into the project's own pytest (``-p execsys_counts_<random>`` in
 ``PYTEST_ADDOPTS``), so it imports nothing: pytest finds hooks by name. The
 counts go to the JSON file named by ``EXECSYS_TEST_COUNTS``:
 

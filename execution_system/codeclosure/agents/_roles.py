@@ -11,11 +11,13 @@ from contracts import digest_of
 from execution_system.codeclosure._source import (
     digest_entries,
     protected_digests,
+    source_digest,
     source_files,
     stable_digest,
 )
 from execution_system.codeclosure.agents._agent import agent
 from execution_system.codeclosure.agents._checkrun import is_pytest, output_digest, run_check
+from execution_system.codeclosure.agents._shadow import shadowing, top_modules
 
 Role = Callable[[dict[str, Any], list[str]], dict[str, Any]]
 OBSERVATION_WINDOW_S = 0.2
@@ -59,6 +61,7 @@ def discovery(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
             "top_level": tops[:50],
             "objective": request["input"]["objective"],
             "baseline": baseline,
+            "modules": top_modules(Path.cwd()),
         }
     )
 
@@ -95,6 +98,23 @@ def check(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
     data = request["input"]
     argv = list(data["checks"][name])
     spec = digest_of({"check": name, "argv": argv})
+    facts = data.get("facts") or {}
+    shadows = shadowing(argv, Path.cwd(), facts.get("modules"))
+    if shadows:
+        return _done(
+            evidence={
+                "check": name,
+                "exit_status": -1,
+                "output_digest": output_digest(b""),
+                "duration_s": 0.0,
+                "frozen": source_digest(Path.cwd())[0],
+                "spec": spec,
+                "tail": "not run: the candidate adds " + ", ".join(shadows),
+                "tests": None,
+                "base_tests": (facts.get("baseline") or {}).get(name),
+                "shadows": shadows,
+            }
+        )
     try:
         ran = run_check(argv, Path.cwd(), request["delivery"], timeout_s=CHECK_TIMEOUT_S)
     except FileNotFoundError:
