@@ -11,7 +11,7 @@ from typing import Any
 
 from contracts import ErrorCode, error
 from execution_system.cli._options import add_lease_ttl
-from execution_system.cli._output import emit, emit_json
+from execution_system.cli._output import emit, emit_json, terminal_safe
 from execution_system.cli._signals import interruptible
 
 DEFAULT_CHECK = "tests=PYTHON -m pytest -q -p no:cacheprovider, PYTHON = the project's Python"
@@ -265,7 +265,7 @@ def _lifecycle(args: argparse.Namespace) -> int:
             path=view["goal"],
             expected=f"next: {view['next']}",
         )
-        sys.stderr.write(f"execsys: {ended.one_line()}\n")
+        sys.stderr.write(f"execsys: {terminal_safe(ended.one_line())}\n")
         return 1
     return 0
 
@@ -427,6 +427,8 @@ def _audit(args: argparse.Namespace) -> int:
     emit("  journal:")
     for event in report["journal"]:
         error = f"  [{event['error']}]" if event["error"] else ""
+        if event.get("reason"):
+            error += f" {' '.join(str(event['reason']).split())[:200]}"
         emit(
             f"    {event['ordinal']:>4}  {event['node']:<16} #{event['activation']:<2} "
             f"{event['transition']:<22} -> {event['state']:<11} by {event['actor']}{error}"

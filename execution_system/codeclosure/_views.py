@@ -110,14 +110,15 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
             "next": "fix the cause shown in detail, then create a new goal",
         }
     events = [json.loads(line) for line in host.journal_lines(row["delivery"])[1:]]
-    failed_code = next(
+    failed = next(
         (
-            e["error"]["code"]
+            e["error"]
             for e in reversed(events)
             if e["transition"] == "work-failed" and e.get("error")
         ),
         None,
     )
+    failed_code = failed["code"] if failed else None
     status, detail = run_status(
         row["state"],
         report.status.value,
@@ -125,6 +126,9 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
         failed_code if report.status == "failed" else None,
         runner_lost=runner_lost(host, row["delivery"]) if report.status == "running" else None,
     )
+    if status is RunStatus.FAILED and failed and failed.get("message"):
+        # The executor's own reason (a patch that does not apply, a check that cannot start).
+        detail = f"{detail}: {' '.join(str(failed['message']).split())[:300]}"
     phase = "DISCOVERY"
     for event in events:
         found = phase_of(event["node"])
@@ -294,6 +298,7 @@ def audit(row: dict[str, Any], host: Any) -> dict[str, Any]:
             "actor": e["actor"]["id"],
             "time": e["time"],
             "error": (e.get("error") or {}).get("code"),
+            "reason": (e.get("error") or {}).get("message"),
         }
         for e in events
     ]

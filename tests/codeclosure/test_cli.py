@@ -111,11 +111,11 @@ def test_a_patch_that_does_not_apply_fails_the_goal_and_restores_the_workspace(
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"execsys: GOAL_FAILED at {created['goal']}: the goal ended FAILED")
-    assert "PROTOCOL_ERROR (NODE_FAILED)" in line
+    assert "PROTOCOL_ERROR (NODE_FAILED): patch-does-not-apply" in line, "the executor's reason"
     view = json.loads(done.stdout)
     assert view["run_status"] == "FAILED"
     assert view["phase"] == "IMPLEMENT"
-    assert view["detail"] == "PROTOCOL_ERROR (NODE_FAILED)"
+    assert view["detail"] == "PROTOCOL_ERROR (NODE_FAILED): patch-does-not-apply"
     assert view["version"] == 2
     reader = GoalRuntime(sample.store)
     try:
@@ -125,6 +125,8 @@ def test_a_patch_that_does_not_apply_fails_the_goal_and_restores_the_workspace(
         assert failed["node"] == "IMPLEMENT"
         assert failed["error"]["code"] == "NODE_FAILED"
         assert "patch-does-not-apply" in failed["error"]["message"]
+        (shown,) = [e for e in reader.audit(created["goal"])["journal"] if e["error"]]
+        assert (shown["error"], shown["reason"]) == ("NODE_FAILED", "patch-does-not-apply")
         custody = reader.host.inspect(view["delivery"]).custody.to_json()
     finally:
         reader.close()

@@ -140,7 +140,9 @@ def test_a_patch_to_the_protected_tests_is_refused(runtime, sample, aio):
     created = create(runtime, sample, sample.worker("cheat"))
     view = aio(runtime.start(created["goal"], 1))
     assert view["run_status"] == "FAILED"
-    assert view["detail"] == "POLICY_VIOLATION (CUSTODY_PROTECTED_PATH)"
+    assert view["detail"].startswith(
+        "POLICY_VIOLATION (CUSTODY_PROTECTED_PATH): custody refused at tests/check_calc.py"
+    )
     assert failures(runtime.host, view["delivery"]) == [("IMPLEMENT", "CUSTODY_PROTECTED_PATH")]
     assert "SOURCE_FREEZE" not in started(runtime.host, view["delivery"])
     assert decisions(runtime, created["goal"]) == []
