@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from tests.fleet import conftest
 from tests.fleet.conftest import Fleet, stopped, wait_until
 
 NODES = ("one", "slow", "three")
@@ -140,3 +143,43 @@ def test_a_runner_frozen_past_its_lease_is_fenced_when_it_wakes(fleet: Fleet) ->
     }
     _verify_all(fleet, [delivery])
     assert (fleet.root / "b.err").read_text() == ""
+
+
+@pytest.mark.slow
+def test_a_runners_connection_killed_mid_commit_loses_that_step_and_the_runner_goes_on(
+    fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not fleet.store.startswith("postgresql://"):
+        pytest.skip("pg_terminate_backend needs PostgreSQL")
+    source = Path(__file__).resolve().parents[1] / "postgres" / "agents" / "terminating_execsys.py"
+    wrapper = tmp_path / "execsys"
+    wrapper.write_text(f"#!{sys.executable}\n" + source.read_text())
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "EXECSYS", str(wrapper))
+    fleet.release.touch()
+    fleet.extra_env["EXECSYS_TEST_TERMINATE_AT"] = "3"  # the second node's commit
+    runner = fleet.serve("a")
+    try:
+        delivery = fleet.submit(1)
+        wait_until(
+            lambda: "STORE_" in (fleet.root / "a.err").read_text(), what="the lost commit reported"
+        )
+        wait_until(lambda: _needing_directive(fleet) == [delivery], what="a directive asked for")
+        assert runner.poll() is None, "the runner goes on serving"
+        _continue_queued(fleet, delivery, "connection lost")
+        wait_until(lambda: fleet.statuses()[delivery] == "completed", what="the continued delivery")
+    finally:
+        code = stopped(runner)
+    lines = (fleet.root / "a.err").read_text().strip().splitlines()
+    assert code == 0 and len(lines) == 1 and lines[0].startswith("execsys: STORE_"), lines
+    turns = fleet.turns()
+    # The third commit (node one's result) was lost: one runs again as attempt 2 after the
+    # directive; nothing that committed ran twice.
+    assert set(turns.values()) == {1}, turns
+    assert {(node, attempt) for _, node, _, attempt, _ in turns} == {
+        ("one", "1"),
+        ("one", "2"),
+        ("slow", "1"),
+        ("three", "1"),
+    }
+    _verify_all(fleet, [delivery])

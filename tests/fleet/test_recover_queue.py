@@ -72,6 +72,49 @@ def test_queue_flags_check_the_request_before_queueing(fleet: Fleet) -> None:
     assert fleet.turns() == {}
 
 
+ASK = """spec: execution-system/v1
+graph: fleet-ask
+input: {type: object, properties: {n: {type: integer}}, required: [n]}
+start: ask
+nodes:
+  ask: {kind: action, executor: worker, outputs: {v: {type: integer}}, next: done}
+  done: {kind: terminal, outcome: succeeded}
+"""
+
+
+def test_a_queued_answer_is_checked_then_driven_by_a_runner(fleet: Fleet) -> None:
+    root = fleet.root
+    (root / "ask.yaml").write_text(ASK)
+    (root / "in.json").write_text('{"n": 1}')
+    (root / "answer.json").write_text('"forty-two"')
+    ran = fleet.cli("run", "ask.yaml", "--input", "in.json", "--json")
+    assert ran.returncode == 0, ran.stderr
+    suspended = json.loads(ran.stdout)
+    delivery = suspended["delivery"]
+    correlation = suspended["suspension"]["correlation"]
+    assert fleet.statuses() == {delivery: "suspended"}
+    answer = ("input", delivery, "--response", "answer.json", "--queue", "--json")
+    wrong = fleet.cli(*answer, "--correlation", "c-unknown")
+    assert wrong.returncode != 0 and wrong.stderr.startswith("execsys: ")
+    assert fleet.statuses() == {delivery: "suspended"}, "a refused answer queues nothing"
+    queued = fleet.cli(*answer, "--correlation", correlation)
+    assert queued.returncode == 0, queued.stderr
+    assert json.loads(queued.stdout)["status"] == "queued"
+    assert fleet.turns() == {(delivery, "ask", "1", "1", "1"): 1}, "nothing ran the answer yet"
+    runner = fleet.serve("a")
+    try:
+        wait_until(lambda: fleet.statuses()[delivery] == "completed", what="the answered delivery")
+    finally:
+        code = stopped(runner)
+    assert code == 0, (root / "a.err").read_text()
+    assert fleet.turns() == {
+        (delivery, "ask", "1", "1", "1"): 1,
+        (delivery, "ask", "1", "1", "2"): 1,
+    }
+    verified = fleet.cli("journal", "verify", delivery)
+    assert verified.returncode == 0, verified.stderr
+
+
 def test_a_queued_resolution_is_checked_then_driven_by_a_runner(fleet: Fleet) -> None:
     fleet.release.touch()
     root = fleet.root

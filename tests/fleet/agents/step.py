@@ -1,5 +1,8 @@
 """A fleet test executor: logs every turn it runs; ``slow`` steps wait for a release file.
 
+An ``ask`` node asks a question on its first turn and completes on the answer's turn
+(its output ``v`` is the answer's length).
+
 Each turn appends "DELIVERY NODE ACTIVATION ATTEMPT TURN" to $EXECSYS_TEST_LOG, so a
 test counts how many times each turn really ran. A ``slow`` node waits (up to a
 minute) until the file $EXECSYS_TEST_RELEASE exists, so a test can kill the runner
@@ -22,4 +25,10 @@ if request["node"] == "slow":
     deadline = time.monotonic() + 60
     while release and not os.path.exists(release) and time.monotonic() < deadline:
         time.sleep(0.05)
+if request["node"] == "ask" and request["turn"] == 1:
+    print(json.dumps({"status": "needs-input", "question": "how many?", "session": "s"}))
+    sys.exit(0)
+if request["node"] == "ask":
+    print(json.dumps({"status": "completed", "output": {"v": len(str(request["response"]))}}))
+    sys.exit(0)
 print(json.dumps({"status": "completed", "output": {"v": len(request["node"])}}))

@@ -1,7 +1,7 @@
-"""``execsys``, except that the Nth checkpoint commit of ``run`` loses its connection.
+"""``execsys``, except that the Nth checkpoint commit of ``run`` or ``serve`` loses its connection.
 
 With ``EXECSYS_TEST_TERMINATE_AT=N``, just before the Nth checkpoint commit of a
-``run`` command is sent, another connection calls ``pg_terminate_backend`` on the
+``run`` or ``serve`` command is sent, another connection calls ``pg_terminate_backend`` on the
 server process of the connection that step holds: its writes travel as one
 statement on that connection (decision 0146), which then fails on the way to the
 server. Other commands run unchanged.
@@ -45,7 +45,7 @@ def _boundary(kind: str, phase: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["run"]:
+    if sys.argv[1:2] in (["run"], ["serve"]):
         _faults.boundary = _boundary
         _batch.StepCursor.__init__ = _remember  # type: ignore[method-assign]
     raise SystemExit(main(sys.argv[1:]))
