@@ -407,6 +407,9 @@ def _apply(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(report)
         return 0
+    if report["already_applied"]:
+        emit(f"goal {report['goal']}: {report['to']} already is the accepted tree; nothing written")
+        return 0
     emit(f"goal {report['goal']}: applied {len(report['files'])} changed file(s) to {report['to']}")
     for path in report["files"]:
         emit(f"  {path}")

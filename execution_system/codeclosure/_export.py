@@ -12,6 +12,7 @@ digest.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -138,13 +139,30 @@ def _mode(path: Path) -> int:
     return 0o100000 | (0o755 if stat.S_IMODE(path.stat().st_mode) & 0o111 else 0o644)
 
 
+STAGED = ".execsys-apply"
+"""Suffix of the copies ``apply_to`` writes beside their destinations before renaming them."""
+
+
 def apply_to(target: Path, base: Path, after: Path, facts: dict[str, Any]) -> list[str]:
-    """Make ``target`` (which must be the goal's base) the accepted tree; the changed paths."""
+    """Make ``target`` (which must be the goal's base) the accepted tree; the changed paths.
+
+    Every new or changed file is first copied beside its destination
+    (``.NAME.execsys-apply``); only when all copies are written are they renamed
+    into place and removed files deleted. A failure while copying (a full disk,
+    a folder that cannot be written) removes the copies and leaves ``target``
+    as it was. A ``target`` that already is the accepted tree is left alone
+    (an apply that completed before its command was interrupted), and the
+    result is checked against the accepted digest at the end.
+    """
     if not target.is_dir():
         raise error(
             ErrorCode.GOAL_INVALID, "not a directory", path=os.fspath(target), expected="a folder"
         )
+    for leftover in target.rglob(f".*{STAGED}"):  # copies an interrupted apply left behind
+        leftover.unlink(missing_ok=True)
     found, _ = source_digest(target)
+    if found == facts["frozen"]:
+        return []
     if found != facts["base"]:
         raise error(
             ErrorCode.GOAL_MANIFEST_MISMATCH,
@@ -154,24 +172,52 @@ def apply_to(target: Path, base: Path, after: Path, facts: dict[str, Any]) -> li
             expected=f"a clean checkout of the base {facts['base']}",
         )
     paths = changed(base, after)
-    for rel in paths:
-        source, dest = after / rel, target / rel
-        if not source.exists() and not source.is_symlink():
-            dest.unlink(missing_ok=True)
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if dest.is_symlink() or dest.exists():
-            dest.unlink()
-        if source.is_symlink():
-            os.symlink(os.readlink(source), dest)
-        else:
-            shutil.copy2(source, dest)
+    kept = [rel for rel in paths if (after / rel).exists() or (after / rel).is_symlink()]
+    staged = _stage(target, after, kept)
+    for rel, copy in staged:
+        os.replace(copy, target / rel)
+    for rel in sorted(set(paths) - set(kept)):
+        (target / rel).unlink(missing_ok=True)
     result, _ = source_digest(target)
     if result != facts["frozen"]:
         raise error(
             ErrorCode.GOAL_MANIFEST_MISMATCH,
-            f"after applying, the folder's digest is {result}, not the accepted one",
+            f"after applying, the folder's digest is {result}, not the accepted one "
+            "(was it changed while the apply ran?)",
             path=os.fspath(target),
             expected=facts["frozen"],
         )
     return paths
+
+
+def _stage(target: Path, after: Path, paths: list[str]) -> list[tuple[str, Path]]:
+    """Copy each of ``paths`` from ``after`` beside its place in ``target``; undone on failure."""
+    staged: list[tuple[str, Path]] = []
+    made: list[Path] = []
+    try:
+        for rel in paths:
+            source, dest = after / rel, target / rel
+            missing = [d for d in (dest.parent, *dest.parent.parents) if not d.exists()]
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            made.extend(reversed(missing))
+            copy = dest.with_name(f".{dest.name}{STAGED}")
+            copy.unlink(missing_ok=True)
+            if source.is_symlink():
+                os.symlink(os.readlink(source), copy)
+            else:
+                shutil.copy2(source, copy)
+            staged.append((rel, copy))
+    except OSError as exc:
+        for _, copy in staged:
+            copy.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise error(
+            ErrorCode.FILE_NOT_WRITABLE,
+            f"could not write the accepted change ({exc.strerror or exc}); "
+            "the folder was left as it was",
+            path=os.fspath(target),
+            expected="a folder this user can write, with room for the changed files",
+        ) from None
+    return staged

@@ -277,7 +277,12 @@ class GoalRuntime:
         ends = self._ends(row["delivery"])
         with trees(self._custody(), row["delivery"], facts, *ends) as (base, after):
             paths = apply_to(Path(target), base, after, facts)
-        return {**facts, "to": str(Path(target).resolve()), "files": paths}
+        return {
+            **facts,
+            "to": str(Path(target).resolve()),
+            "files": paths,
+            "already_applied": not paths,
+        }
 
     def _custody(self) -> FileCustody:
         return FileCustody(data_dir(self.config) / "custody")

@@ -262,15 +262,26 @@ def test_end_to_end_gaming_refused_repair_accepted_exported_and_applied(goals, r
     assert done.returncode == 0, done.stderr
     assert (clean / CALC).read_text() == RIGHT
     assert snapshot(clean) == snapshot(by_patch)
-    again = _cli(real, "goal", "apply", created["goal"], "--to", str(clean))
-    assert again.returncode == 1
-    assert again.stderr.startswith(f"execsys: GOAL_MANIFEST_MISMATCH at {clean}: ")
+    # Again (an apply whose command was interrupted after it finished): nothing to do.
+    again = _cli(real, "goal", "apply", created["goal"], "--to", str(clean), "--json")
+    assert again.returncode == 0, again.stderr
+    assert (json.loads(again.stdout)["files"], json.loads(again.stdout)["already_applied"]) == (
+        [],
+        True,
+    )
     dirty = tmp_path / "dirty"
     shutil.copytree(real.project, dirty)
     (dirty / "src" / "mylib" / "extra.py").write_text("x = 1\n")
+    before = snapshot(dirty)
     refused_apply = _cli(real, "goal", "apply", created["goal"], "--to", str(dirty))
     assert refused_apply.returncode == 1
-    assert (dirty / CALC).read_text() != RIGHT
+    assert refused_apply.stderr.startswith(f"execsys: GOAL_MANIFEST_MISMATCH at {dirty}: ")
+    assert snapshot(dirty) == before, "a refused apply writes nothing"
+    other = tmp_path / "other"
+    shutil.copytree(real.project, other)
+    (other / "conftest.py").unlink()  # a different base
+    refused_apply = _cli(real, "goal", "apply", created["goal"], "--to", str(other))
+    assert refused_apply.stderr.startswith(f"execsys: GOAL_MANIFEST_MISMATCH at {other}: ")
 
 
 def test_a_project_with_its_venv_and_git_inside_is_discovered_and_seeded(

@@ -1,0 +1,67 @@
+"""``goal apply`` writes nothing unless it can write everything (``apply_to`` on real folders)."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import ErrorCode, ExecsysError
+from execution_system.codeclosure import _export
+from execution_system.codeclosure._export import STAGED, apply_to
+from execution_system.codeclosure._source import source_digest
+from tests.codeclosure.helpers import snapshot
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
+    base = _tree(tmp_path / "base", {"a.py": "a = 1\n", "gone.py": "x\n", "pkg/b.py": "b\n"})
+    after = _tree(tmp_path / "after", {"a.py": "a = 2\n", "pkg/b.py": "b\n", "new/c.py": "c\n"})
+    target = tmp_path / "target"
+    shutil.copytree(base, target)
+    facts = {"base": source_digest(base)[0], "frozen": source_digest(after)[0]}
+    return base, after, target, facts
+
+
+def test_a_failure_while_copying_leaves_the_folder_as_it_was(
+    trees: tuple[Path, Path, Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, after, target, facts = trees
+    before = snapshot(target)
+    real_copy = shutil.copy2
+    calls = []
+
+    def copy_then_fill_the_disk(source: Any, dest: Any) -> Any:
+        calls.append(dest)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_copy(source, dest)
+
+    monkeypatch.setattr(_export.shutil, "copy2", copy_then_fill_the_disk)
+    with pytest.raises(ExecsysError) as refused:
+        apply_to(target, base, after, facts)
+    assert refused.value.code is ErrorCode.FILE_NOT_WRITABLE
+    assert "No space left on device" in refused.value.message
+    assert snapshot(target) == before
+    assert not (target / "new").exists(), "folders it made are removed again"
+    assert not list(target.rglob(f"*{STAGED}"))
+
+
+def test_the_accepted_tree_whole_then_nothing_more(
+    trees: tuple[Path, Path, Path, dict[str, Any]],
+) -> None:
+    base, after, target, facts = trees
+    (target / f".a.py{STAGED}").write_text("left by an interrupted apply\n")
+    assert apply_to(target, base, after, facts) == ["a.py", "gone.py", "new/c.py"]
+    assert snapshot(target) == snapshot(after)
+    assert apply_to(target, base, after, facts) == [], "already the accepted tree"
