@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import shlex
 import sys
 from pathlib import Path
@@ -349,30 +350,48 @@ def _export(args: argparse.Namespace) -> int:
             output if args.format == "bundle" else None,
             keep_history=args.keep_history,
         )
+        text = ""
+        if report["format"] == "bundle":
+            artifact = _file_digest(Path(args.output))
+        else:
+            text = (
+                f"# execsys goal export {report['goal']}: the accepted change\n"
+                f"# base {report['base']}\n# accepted {report['frozen']}\n"
+                f"# manifest {report['manifest']}\n"
+            ) + report["patch"]
+            if args.output:
+                Path(args.output).write_text(text, encoding="utf-8")
+            artifact = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        report["artifact"] = artifact
+        runtime.record_export(
+            args.goal, report["format"], args.output, artifact, report["manifest"]
+        )
     finally:
         runtime.close()
     if report["format"] == "bundle":
         return _exported_bundle(args, report)
-    header = (
-        f"# execsys goal export {report['goal']}: the accepted change\n"
-        f"# base {report['base']}\n# accepted {report['frozen']}\n"
-        f"# manifest {report['manifest']}\n"
-    )
-    text = header + report["patch"]
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    summary = {k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files")}
+    summary = {
+        k: report[k] for k in ("goal", "format", "base", "frozen", "manifest", "files", "artifact")
+    }
     summary.update(_released(report))
     if args.json:
         emit_json({**summary, "output": args.output, **({} if args.output else {"patch": text})})
     elif args.output:
         emit(
             f"goal {report['goal']}: {len(report['files'])} changed file(s) -> {args.output} "
-            f"(manifest {report['manifest']})"
+            f"({artifact}, manifest {report['manifest']})"
         )
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()
 
 
 def _released(report: dict[str, Any]) -> dict[str, Any]:
@@ -382,7 +401,18 @@ def _released(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _exported_bundle(args: argparse.Namespace, report: dict[str, Any]) -> int:
-    keys = ("goal", "format", "base", "frozen", "manifest", "files", "ref", "commit", "parent")
+    keys = (
+        "goal",
+        "format",
+        "base",
+        "frozen",
+        "manifest",
+        "files",
+        "ref",
+        "commit",
+        "parent",
+        "artifact",
+    )
     summary = {k: report[k] for k in keys}
     summary["prerequisite"] = report["prerequisite"]
     summary.update(_released(report))

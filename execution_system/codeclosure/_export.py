@@ -139,6 +139,9 @@ def _mode(path: Path) -> int:
     return 0o100000 | (0o755 if stat.S_IMODE(path.stat().st_mode) & 0o111 else 0o644)
 
 
+EXPORTED = "exported "
+"""How a goal note recording an export begins (``GoalRuntime.record_export``)."""
+
 STAGED = ".execsys-apply"
 """Suffix of the copies ``apply_to`` writes beside their destinations before renaming them."""
 

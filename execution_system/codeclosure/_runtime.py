@@ -23,7 +23,14 @@ from contracts import (
 )
 from execution_system._admission import admit, parse_graph
 from execution_system._compose import data_dir, factory_config, open_runner
-from execution_system.codeclosure._export import accepted, apply_to, changed, trees, unified_diff
+from execution_system.codeclosure._export import (
+    EXPORTED,
+    accepted,
+    apply_to,
+    changed,
+    trees,
+    unified_diff,
+)
 from execution_system.codeclosure._gitbundle import write_bundle
 from execution_system.codeclosure._goal import (
     AgentWorker,
@@ -269,6 +276,15 @@ class GoalRuntime:
                 finally:
                     self.host.leases.release(delivery)
         return report
+
+    def record_export(
+        self, goal_id: str, fmt: str, output: str | None, artifact: str, manifest: str
+    ) -> str:
+        """Note on the goal what was exported, where to and its digest; the note's text."""
+        where = str(Path(output).resolve()) if output else "standard output"
+        text = f"{EXPORTED}{fmt} {artifact} to {where} (manifest {manifest})"
+        self.goals.note(goal_id, text)
+        return text
 
     def apply(self, goal_id: str, target: str) -> dict[str, Any]:
         """Write the accepted change onto ``target``, a clean copy of the goal's base."""

@@ -12,6 +12,7 @@ import json
 from typing import Any, assert_never
 
 from contracts import ErrorCode, ExecsysError, NodeId
+from execution_system.codeclosure._export import EXPORTED
 from execution_system.codeclosure._failures import RUN_STATUS_OF, RunStatus, classify
 from execution_system.codeclosure._graph import PHASES
 
@@ -150,6 +151,12 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
         wait=report.wait.model_dump(mode="json") if report.wait else None,
         next=next_action(status, goal.id, row["version"], report.outcome),
     )
+    exports = [n.removeprefix(EXPORTED) for n in view["notes"] if n.startswith(EXPORTED)]
+    view["exported"] = exports[-1] if exports else None
+    if exports:
+        view["next"] = (
+            f"apply it with execsys goal apply {goal.id} --to DIR (exported {exports[-1]})"
+        )
     return view
 
 

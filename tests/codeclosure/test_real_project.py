@@ -7,6 +7,7 @@ records what ran.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -248,6 +249,13 @@ def test_end_to_end_gaming_refused_repair_accepted_exported_and_applied(goals, r
     text = patch_file.read_text()
     assert "-    return a - b\n+    return a + b\n" in text
     assert f"# manifest {summary['manifest']}" in text
+    assert summary["artifact"] == "sha256:" + hashlib.sha256(patch_file.read_bytes()).hexdigest()
+    # The closed goal names what was exported, where to, and what to do next.
+    status = json.loads(_cli(real, "goal", "status", created["goal"], "--json").stdout)
+    assert status["exported"] == (
+        f"patch {summary['artifact']} to {patch_file.resolve()} (manifest {summary['manifest']})"
+    )
+    assert status["next"].startswith(f"apply it with execsys goal apply {created['goal']}")
 
     # The exported diff applies with the usual tools onto a clean copy of the base.
     by_patch = tmp_path / "by-patch"
