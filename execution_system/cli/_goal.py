@@ -25,8 +25,15 @@ def register(commands: Any) -> None:
     sub.required = True
 
     create = sub.add_parser("create", help="create a goal (nothing runs yet)")
-    create.add_argument("--objective", required=True, metavar="TEXT", help="what should be true")
-    create.add_argument("--project", required=True, metavar="DIR", help="the project folder")
+    create.add_argument("--objective", metavar="TEXT", help="what should be true")
+    create.add_argument("--project", metavar="DIR", help="the project folder")
+    create.add_argument(
+        "--from",
+        dest="source",
+        metavar="GOAL",
+        help="start from GOAL's settings (a FAILED or BLOCKED goal, with a fixed worker); "
+        "options given here replace them",
+    )
     create.add_argument(
         "--criterion",
         action="append",
@@ -76,7 +83,7 @@ def register(commands: Any) -> None:
     create.add_argument(
         "--max-generations",
         type=int,
-        default=3,
+        default=None,
         metavar="N",
         help="candidate generations repairs may create (default 3)",
     )
@@ -186,6 +193,15 @@ def _create(args: argparse.Namespace) -> int:
         parse_check,
     )
 
+    if args.source is None and (args.objective is None or args.project is None):
+        from contracts import ErrorCode, error
+
+        raise error(
+            ErrorCode.USAGE,
+            "a new goal needs --objective and --project",
+            path="goal create",
+            expected="--objective TEXT --project DIR, or --from GOAL",
+        )
     checks = dict(parse_check(text) for text in args.check)
     unknown = [p for p in args.unprotect if p not in DEFAULT_PROTECTED]
     if unknown:
@@ -197,8 +213,11 @@ def _create(args: argparse.Namespace) -> int:
             path="--unprotect",
             expected="one of " + ", ".join(DEFAULT_PROTECTED),
         )
-    protected = [p for p in DEFAULT_PROTECTED if p not in args.unprotect]
+    protected: list[str] | None = [p for p in DEFAULT_PROTECTED if p not in args.unprotect]
+    assert protected is not None
     protected += [p for p in args.protect or [] if p not in protected]
+    if args.source is not None and not args.unprotect and not args.protect:
+        protected = None  # the source goal's
     worker: Any
     if args.worker_command:
         worker = CommandWorker(argv=tuple(shlex.split(args.worker_command)))
@@ -217,20 +236,25 @@ def _create(args: argparse.Namespace) -> int:
         worker = PatchWorker(
             patches=tuple(str(Path(p).resolve()) for p in args.patch), ask=args.ask
         )
+    given: dict[str, Any] = {
+        "objective": args.objective,
+        "project": args.project,
+        "criteria": args.criterion or None,
+        "checks": checks or None,
+        "required": args.required,
+        "protected": protected,
+        "max_generations": args.max_generations,
+        "python": args.python,
+        "allow_fewer": args.allow_fewer_tests or None,
+    }
     runtime = _runtime(args, creating=True)
     try:
-        view = runtime.create(
-            objective=args.objective,
-            project=args.project,
-            criteria=args.criterion,
-            checks=checks,
-            required=args.required,
-            protected=protected,
-            max_generations=args.max_generations,
-            worker=worker,
-            python=args.python,
-            allow_fewer=args.allow_fewer_tests,
-        )
+        if args.source is not None:
+            view = runtime.create_from(args.source, worker=worker, **given)
+        else:
+            defaults = {"criteria": [], "checks": {}, "max_generations": 3}
+            chosen = {k: (defaults.get(k) if v is None else v) for k, v in given.items()}
+            view = runtime.create(worker=worker, **chosen)
     finally:
         runtime.close()
     return _show(view, args.json)

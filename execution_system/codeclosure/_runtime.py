@@ -110,6 +110,48 @@ class GoalRuntime:
         )
         return self.view(self.goals.insert(goal)["id"])
 
+    def create_from(
+        self,
+        source: str,
+        *,
+        worker: CommandWorker | PatchWorker | AgentWorker,
+        objective: str | None = None,
+        project: str | None = None,
+        criteria: list[str] | None = None,
+        checks: dict[str, tuple[str, ...]] | None = None,
+        required: list[str] | None = None,
+        protected: list[str] | None = None,
+        max_generations: int | None = None,
+        python: str | None = None,
+        allow_fewer: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """A new goal with ``source``'s settings, except those given and the worker.
+
+        The way forward from a goal that cannot continue (FAILED because its patch
+        did not apply, BLOCKED with no generation left): the same objective,
+        project, criteria, checks and protection, with a fixed or another worker.
+        The new goal notes where it came from; ``source`` is left as it is.
+        """
+        old = self.goals.get(source)["goal"]
+        before = self.view(source)
+        created = self.create(
+            objective=old.objective if objective is None else objective,
+            project=old.project if project is None else project,
+            criteria=criteria or list(old.criteria),
+            checks=checks or dict(old.checks),
+            required=required or list(old.required),
+            protected=protected if protected is not None else list(old.protected),
+            max_generations=max_generations or old.max_generations,
+            worker=worker,
+            python=python or old.python,
+            allow_fewer=allow_fewer if allow_fewer is not None else list(old.allow_fewer),
+        )
+        self.goals.note(
+            created["goal"],
+            f"created from {source} ({before['run_status']}: {before['detail']})",
+        )
+        return self.view(created["goal"])
+
     async def start(
         self, goal_id: str, expected: int, *, authority: AuthorityPolicy | None = None
     ) -> dict[str, Any]:

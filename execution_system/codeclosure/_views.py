@@ -91,6 +91,7 @@ def goal_view(row: dict[str, Any], host: Any) -> dict[str, Any]:
         status, detail = run_status(row["state"], None, None, None)
         return {
             **view,
+            "notes": list(row.get("notes") or []),
             "run_status": status.value,
             "detail": detail,
             "next": next_action(status, goal.id, row["version"], None),
@@ -211,15 +212,15 @@ def next_action(status: RunStatus, goal: str, version: int, outcome: str | None)
         return "answer the question or decide the wait (shown above)"
     if status is RunStatus.BLOCKED and outcome == "blocked":
         return (
-            "none on this goal: no generation left to repair it; create a new goal "
-            "(more --max-generations, another worker or patch)"
+            "none on this goal: no generation left to repair it; "
+            f"execsys goal create --from {goal} --max-generations N with another worker or patch"
         )
     if status is RunStatus.BLOCKED:
         return resume
     if status is RunStatus.FAILED:
         return (
-            "none on this goal (nothing was accepted; 'goal audit' shows why); "
-            "fix the cause and create a new goal"
+            "none on this goal (nothing was accepted; the detail says why); fix the cause, "
+            f"then execsys goal create --from {goal} with the fixed worker or patch"
         )
     if status is RunStatus.CANCELLED:
         return "none: a cancelled goal never continues"

@@ -100,6 +100,50 @@ def test_status_listing_is_one_json_document(sample):
     assert len(json.loads(done.stdout)["goals"]) == 1
 
 
+def test_a_failed_goal_goes_on_as_a_new_goal_with_its_settings_and_a_fixed_patch(
+    runtime, sample, aio
+):
+    failed = create(runtime, sample, sample.worker("broken"), max_generations=2)
+    assert aio(runtime.start(failed["goal"], 1))["run_status"] == "FAILED"
+    view = runtime.view(failed["goal"])
+    assert f"execsys goal create --from {failed['goal']}" in view["next"]
+    runtime.close()
+    done = execsys(
+        "goal",
+        "create",
+        "--from",
+        failed["goal"],
+        "--patch",
+        sample.patches["direct"],
+        "--json",
+        store=sample.store,
+    )
+    assert done.returncode == 0, done.stderr
+    fresh = json.loads(done.stdout)
+    assert fresh["run_status"] == "READY" and fresh["objective"] == view["objective"]
+    assert fresh["notes"] == [f"created from {failed['goal']} (FAILED: {view['detail']})"]
+    reader = GoalRuntime(sample.store)
+    try:
+        old, new = (reader.goals.get(g)["goal"] for g in (failed["goal"], fresh["goal"]))
+        assert (new.checks, new.criteria, new.protected, new.max_generations) == (
+            old.checks,
+            old.criteria,
+            old.protected,
+            2,
+        )
+        assert new.worker.patches == (sample.patches["direct"],)
+    finally:
+        reader.close()
+    started = execsys(
+        "goal", "start", fresh["goal"], "--expected-version", "1", "--json", store=sample.store
+    )
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["run_status"] == "CLOSED"
+    neither = execsys("goal", "create", "--patch", sample.patches["direct"], store=sample.store)
+    assert neither.returncode == 2
+    assert neither.stderr.startswith("execsys: USAGE at goal create: a new goal needs --objective")
+
+
 def test_a_patch_that_does_not_apply_fails_the_goal_and_restores_the_workspace(
     runtime, sample, aio
 ):
