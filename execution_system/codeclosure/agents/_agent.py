@@ -7,7 +7,12 @@ on a repair, the failing evidence), runs the agent's command line with
 the change set itself (the agent's own account is never trusted). An agent
 that wants to ask writes its question to the file named by
 ``EXECSYS_QUESTION_FILE`` (outside the workspace) and exits 0: that becomes an
-action-input suspension, and the next turn's prompt carries the answer.
+action-input suspension, and the next turn's prompt carries the answer. A
+question must come before any change: custody attributes every write to the
+turn whose capability allowed it, and a suspended turn commits no files, so an
+agent that both changed files and asked fails the turn
+(``agent-asked-after-changing``, its changes rolled back) instead of losing
+either the question or the changes silently.
 """
 
 from __future__ import annotations
@@ -88,10 +93,19 @@ def agent(request: dict[str, Any], args: list[str]) -> dict[str, Any]:
             return {"status": "failed", "reason": "agent-timed-out", "retryable": True}
         asked = question.read_text(encoding="utf-8").strip() if question.is_file() else ""
     if process.returncode != 0:
-        return {"status": "failed", "reason": f"agent-exited-{process.returncode}"}
+        last = (output.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+        reason = f"agent-exited-{process.returncode}" + (f": {last}" if last else "")
+        return {"status": "failed", "reason": reason}
     after = source_files(root)
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
-    if asked and not changed:
+    if asked and changed:
+        listed = ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
+        return {
+            "status": "failed",
+            "reason": f"agent-asked-after-changing {len(changed)} file(s) ({listed}): "
+            "ask before changing anything",
+        }
+    if asked:
         return {
             "status": "needs-input",
             "question": asked,
