@@ -156,6 +156,15 @@ def test_a_killed_start_is_blocked_and_resume_finishes_it(tmp_path: Path) -> Non
     assert not setup.scratch()
     listed = json.loads(setup.cli("goal", "status", "--json").stdout)["goals"]
     assert [g["run_status"] for g in listed] == ["CLOSED"]
+    # The killed attempt stays in the journal as history: failed as interrupted, then redone.
+    audit = json.loads(setup.cli("goal", "audit", goal, "--json").stdout)
+    interrupted = [e for e in audit["journal"] if e["error"] == "ATTEMPT_INTERRUPTED"]
+    assert len(interrupted) == 1, audit["journal"]
+    node = interrupted[0]["node"]
+    completed = [
+        e for e in audit["journal"] if e["node"] == node and e["transition"] == "work-completed"
+    ]
+    assert len(completed) == 1 and completed[0]["ordinal"] > interrupted[0]["ordinal"]
 
 
 @pytest.mark.slow
@@ -165,6 +174,9 @@ def test_cancel_during_a_check_ends_it_and_removes_its_scratch_copy(tmp_path: Pa
     runner = setup.start_in_background(goal)
     _wait_for(setup.check_pids, "the check to start")
     (check,) = setup.check_pids()
+    live = setup.status(goal)  # another process asks while the runner works
+    assert (live["run_status"], live["detail"]) == ("RUNNING", "running (its runner is alive)")
+    assert live["next"].startswith("wait: its runner is alive")
     done = setup.cli("goal", "cancel", goal, "--expected-version", "2", "--reason", "stop")
     assert done.returncode == 0, done.stderr
     runner.wait(timeout=120)
