@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,12 +37,30 @@ def store_url_problem(url: str) -> str | None:
             return f"store URL {shown} has a query or fragment; store options are not supported"
         return None
     if _POSTGRES.match(url):
-        return None
+        return _postgres_problem(url)
+    if url in {"postgresql://", "postgres://"}:
+        return (
+            f"store URL {shown} names no server or database; use postgresql://USER:PW@HOST:PORT/DB"
+        )
     scheme = url.split("://", 1)[0] if "://" in url else ""
     known = "sqlite:///PATH, sqlite:////ABSPATH or postgresql://..."
     if scheme:
         return f"unknown store URL scheme {scheme!r} in {shown}; use {known}"
     return f"store URL {shown} is not a URL; use {known}"
+
+
+def _postgres_problem(url: str) -> str | None:
+    """What is wrong with a PostgreSQL URL that can be told without connecting."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    hidden = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
+    shown = repr(hidden) if len(hidden) <= 200 else repr(hidden[:200]) + "..."
+    if "," in netloc:
+        return None  # several hosts (libpq's failover list): libpq reads them itself
+    _, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else ("", "", "")
+    if colon and port and not (port.isdigit() and 0 < int(port) < 65536):
+        return f"store URL {shown} has port {port[:20]!r}, not a number from 1 to 65535"
+    return None
 
 
 def sqlite_path(url: str) -> str | None:

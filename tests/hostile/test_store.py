@@ -77,6 +77,10 @@ def _reading(command: list[str], delivery: str) -> list[str]:
         ("mysql://db/x", "unknown store URL scheme 'mysql'"),
         ("state.db", "is not a URL"),
         ("sqlite://state.db", "is not sqlite:///PATH"),
+        ("postgresql://", "names no server or database"),
+        ("postgresql://u@localhost:notaport/d", "has port 'notaport', not a number"),
+        ("postgresql://u@localhost:99999/d", "has port '99999', not a number"),
+        ("postgresql://u:secret@localhost:x/d", "'postgresql://u:***@localhost:x/d' has port"),
     ],
 )
 @pytest.mark.parametrize("command", [["status"], ["inspect", "d-x"], ["stop", "d-x"]])
