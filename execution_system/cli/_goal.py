@@ -69,6 +69,14 @@ def register(commands: Any) -> None:
         help="drop one entry of the default protected set (recorded in the goal)",
     )
     create.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a folder name to leave out of the candidate, its snapshots and digests, "
+        "wherever it is (repeat; always left out: .git, virtual environments, caches)",
+    )
+    create.add_argument(
         "--python",
         metavar="PATH",
         help="the project's interpreter (default: PROJECT/.venv, PROJECT/venv, python3 on PATH)",
@@ -246,6 +254,7 @@ def _create(args: argparse.Namespace) -> int:
         "max_generations": args.max_generations,
         "python": args.python,
         "allow_fewer": args.allow_fewer_tests or None,
+        "exclude": args.exclude or None,
     }
     runtime = _runtime(args, creating=True)
     try:

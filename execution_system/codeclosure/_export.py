@@ -146,7 +146,13 @@ STAGED = ".execsys-apply"
 """Suffix of the copies ``apply_to`` writes beside their destinations before renaming them."""
 
 
-def apply_to(target: Path, base: Path, after: Path, facts: dict[str, Any]) -> list[str]:
+def apply_to(
+    target: Path,
+    base: Path,
+    after: Path,
+    facts: dict[str, Any],
+    exclude: tuple[str, ...] = (),
+) -> list[str]:
     """Make ``target`` (which must be the goal's base) the accepted tree; the changed paths.
 
     Every new or changed file is first copied beside its destination
@@ -155,7 +161,8 @@ def apply_to(target: Path, base: Path, after: Path, facts: dict[str, Any]) -> li
     a folder that cannot be written) removes the copies and leaves ``target``
     as it was. A ``target`` that already is the accepted tree is left alone
     (an apply that completed before its command was interrupted), and the
-    result is checked against the accepted digest at the end.
+    result is checked against the accepted digest at the end. ``exclude`` is
+    the goal's own excluded folders: left out of both digests, never touched.
     """
     if not target.is_dir():
         raise error(
@@ -163,7 +170,7 @@ def apply_to(target: Path, base: Path, after: Path, facts: dict[str, Any]) -> li
         )
     for leftover in target.rglob(f".*{STAGED}"):  # copies an interrupted apply left behind
         leftover.unlink(missing_ok=True)
-    found, _ = source_digest(target)
+    found, _ = source_digest(target, exclude)
     if found == facts["frozen"]:
         return []
     if found != facts["base"]:
@@ -181,7 +188,7 @@ def apply_to(target: Path, base: Path, after: Path, facts: dict[str, Any]) -> li
         os.replace(copy, target / rel)
     for rel in sorted(set(paths) - set(kept)):
         (target / rel).unlink(missing_ok=True)
-    result, _ = source_digest(target)
+    result, _ = source_digest(target, exclude)
     if result != facts["frozen"]:
         raise error(
             ErrorCode.GOAL_MANIFEST_MISMATCH,

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contracts import ErrorCode, digest_of, error
 from execution_system.codeclosure._python import check_sees_candidate, discover
@@ -111,10 +111,20 @@ class Goal(_Frozen):
     """The project's interpreter (absolute), when one was given or discovered."""
     allow_fewer: tuple[str, ...] = ()
     """Checks allowed to select fewer tests than the base did (the plan says so)."""
+    exclude: tuple[Annotated[str, Field(pattern=r"^[^/\x00,]{1,255}$")], ...] = ()
+    """Folder names left out of the candidate, its snapshots and digests, besides the
+    defaults (``.git``, virtual environments, caches): ``goal create --exclude``."""
     max_generations: int = Field(default=3, ge=1, le=20)
     """How many candidate generations repairs may create."""
     worker: Worker
     """Who implements."""
+
+    @field_validator("exclude")
+    @classmethod
+    def _folder_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        if any(name in {".", ".."} for name in names):
+            raise ValueError("an excluded folder is one folder name, not '.' or '..'")
+        return names
 
     def spec_digest(self, check: str) -> str:
         """The digest that binds evidence to this exact check specification."""
@@ -148,6 +158,7 @@ def new_goal(
     worker: CommandWorker | PatchWorker | AgentWorker,
     python: str | None = None,
     allow_fewer: list[str] | None = None,
+    exclude: list[str] | None = None,
 ) -> Goal:
     """Validate everything a goal needs before anything is stored.
 
@@ -230,6 +241,7 @@ def new_goal(
             worker=worker,
             python=interpreter,
             allow_fewer=tuple(allow_fewer or ()),
+            exclude=tuple(dict.fromkeys(exclude or ())),
         )
     except ValidationError as exc:
         # e.g. an empty objective or max_generations out of range: a coded refusal.

@@ -27,6 +27,7 @@ from typing import Any
 
 from contracts import CommandBinding, ExecutorBinding
 from execution_system.codeclosure._goal import AgentWorker, CommandWorker, Goal
+from execution_system.codeclosure._source import EXCLUDE_ENV
 
 DECISIONS = ["ACCEPT", "REJECT_REPAIRABLE", "REJECT_BLOCKED", "NEEDS_DECISION", "ENGINE_ERROR"]
 DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
@@ -269,21 +270,28 @@ def _agent(role: str, *extra: str) -> CommandBinding:
 
 
 def executors(goal: Goal) -> dict[str, ExecutorBinding]:
-    """Executor bindings: runtime agents, plus the goal's worker for IMPLEMENT."""
+    """Executor bindings: runtime agents, plus the goal's worker for IMPLEMENT.
+
+    The runtime's roles get the goal's own excluded folders in their environment
+    (``EXECSYS_EXCLUDE``), so every digest they take leaves out what custody does.
+    """
+    env = {EXCLUDE_ENV: ",".join(goal.exclude)} if goal.exclude else {}
+
+    def agent(role: str, *extra: str, timeout_s: float = 1800.0) -> CommandBinding:
+        return CommandBinding(command=_agent(role, *extra).command, timeout_s=timeout_s, env=env)
+
     bindings: dict[str, ExecutorBinding] = {
-        "discovery": _agent("discovery"),
-        "planner": _agent("planner"),
-        "freeze": _agent("freeze"),
-        **{check_node(name): _agent("check", name) for name in goal.checks},
+        "discovery": agent("discovery"),
+        "planner": agent("planner"),
+        "freeze": agent("freeze"),
+        **{check_node(name): agent("check", name) for name in goal.checks},
     }
     worker = goal.worker
     if isinstance(worker, CommandWorker):
         bindings["worker"] = CommandBinding(command=worker.argv, timeout_s=worker.timeout_s)
     elif isinstance(worker, AgentWorker):
         # The adapter's own deadline is the agent's; give the turn a little more.
-        bindings["worker"] = CommandBinding(
-            command=_agent("agent").command, timeout_s=worker.timeout_s + 60.0
-        )
+        bindings["worker"] = agent("agent", timeout_s=worker.timeout_s + 60.0)
     else:
-        bindings["worker"] = _agent("patch")
+        bindings["worker"] = agent("patch")
     return bindings

@@ -43,7 +43,7 @@ from execution_system.codeclosure._graph import delivery_input, executors, rende
 from execution_system.codeclosure._operations import OPERATIONS
 from execution_system.codeclosure._views import audit, goal_view, listed_status
 from execution_system.codeclosure.agents._checkrun import sweep
-from execution_system.custody import FileCustody
+from execution_system.custody import DEFAULT_EXCLUDED, FileCustody
 from host import OPERATIONS as BUILTIN
 
 
@@ -86,6 +86,7 @@ class GoalRuntime:
         worker: CommandWorker | PatchWorker | AgentWorker,
         python: str | None = None,
         allow_fewer: list[str] | None = None,
+        exclude: list[str] | None = None,
     ) -> dict[str, Any]:
         """Validate and store a goal (version 1, READY); dispatch nothing."""
         goal = new_goal(
@@ -99,6 +100,7 @@ class GoalRuntime:
             worker=worker,
             python=python,
             allow_fewer=allow_fewer,
+            exclude=exclude,
         )
         # Render and admit once now: a goal whose graph could not run is never stored.
         admit(
@@ -124,6 +126,7 @@ class GoalRuntime:
         max_generations: int | None = None,
         python: str | None = None,
         allow_fewer: list[str] | None = None,
+        exclude: list[str] | None = None,
     ) -> dict[str, Any]:
         """A new goal with ``source``'s settings, except those given and the worker.
 
@@ -145,6 +148,7 @@ class GoalRuntime:
             worker=worker,
             python=python or old.python,
             allow_fewer=allow_fewer if allow_fewer is not None else list(old.allow_fewer),
+            exclude=exclude if exclude is not None else list(old.exclude),
         )
         self.goals.note(
             created["goal"],
@@ -176,6 +180,11 @@ class GoalRuntime:
             nonce=goal.id,
         )
         self.goals.advance(goal_id, expected, state="STARTED", delivery=delivery.delivery_id)
+        if goal.exclude:
+            # Recorded before the seed, so custody leaves the goal's folders out too.
+            self._custody().set_exclusions(
+                delivery.delivery_id, DEFAULT_EXCLUDED | frozenset(goal.exclude)
+            )
         try:
             await self.host.run(delivery, seed=goal.project, created_by=f"goal:{goal.id}")
         except ExecsysError as exc:
@@ -334,7 +343,7 @@ class GoalRuntime:
         facts = accepted(row, self.host)
         ends = self._ends(row["delivery"])
         with trees(self._custody(), row["delivery"], facts, *ends) as (base, after):
-            paths = apply_to(Path(target), base, after, facts)
+            paths = apply_to(Path(target), base, after, facts, row["goal"].exclude)
         return {
             **facts,
             "to": str(Path(target).resolve()),

@@ -21,6 +21,21 @@ from execution_system.custody import DEFAULT_EXCLUDED, protected_by
 #: same set custody leaves out of a seed (version control, venvs, caches).
 EXCLUDED: frozenset[str] = DEFAULT_EXCLUDED
 
+EXCLUDE_ENV = "EXECSYS_EXCLUDE"
+"""A goal's own folder names to leave out as well (``goal create --exclude``),
+comma-separated, in the environment of the runtime's roles."""
+
+
+def excluded(extra: tuple[str, ...] | None = None) -> frozenset[str]:
+    """The folder names a candidate's identity leaves out: the defaults and the goal's own.
+
+    ``extra`` None: the goal's names from :data:`EXCLUDE_ENV` (a role's process).
+    """
+    if extra is None:
+        extra = tuple(n for n in os.environ.get(EXCLUDE_ENV, "").split(",") if n)
+    return EXCLUDED | frozenset(extra)
+
+
 #: A file changed this close (ns) to a walk's start may change again within the
 #: same timestamp tick unseen, so its stat row proves nothing (custody's rule).
 RACY_NS = 50_000_000
@@ -36,11 +51,11 @@ def _key(info: os.stat_result) -> StatKey:
     return (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
 
 
-def _walk(root: Path) -> list[tuple[str, str]]:
+def _walk(root: Path, skip: frozenset[str]) -> list[tuple[str, str]]:
     """(relative path, absolute path) of every non-folder entry, as :func:`source_files` sees."""
     found: list[tuple[str, str]] = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in EXCLUDED)
+        dirs[:] = sorted(d for d in dirs if d not in skip)
         base = os.path.relpath(folder, root)
         prefix = "" if base == "." else base.replace(os.sep, "/") + "/"
         for name in sorted(files):
@@ -55,17 +70,19 @@ def source_files(
     previous: Mapping[str, tuple[int, str]] | None = None,
     trusted: Mapping[str, StatKey] | None = None,
     started_ns: int = 0,
+    exclude: tuple[str, ...] | None = None,
 ) -> dict[str, tuple[int, str]]:
     """Relative path -> (mode, sha256 hex) of every file and symlink under ``root``.
 
-    Symlinks count by their target (mode 0); folders in :data:`EXCLUDED` are skipped.
+    Symlinks count by their target (mode 0); folders :func:`excluded` names
+    (with the goal's ``exclude``) are skipped.
     ``seen`` (if given) receives each regular file's stat row. With ``previous``
     and ``trusted`` (an earlier walk's result and rows), a file whose row is
     unchanged and was older than that walk's ``started_ns`` by more than
     :data:`RACY_NS` keeps its earlier digest instead of being read again.
     """
     entries: dict[str, tuple[int, str]] = {}
-    for rel, path in _walk(root):
+    for rel, path in _walk(root, excluded(exclude)):
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode):
             entries[rel] = (0, hashlib.sha256(os.readlink(path).encode()).hexdigest())
@@ -90,9 +107,9 @@ def digest_entries(entries: Mapping[str, tuple[int, str]]) -> Digest:
     return digest_of([[rel, mode, sha] for rel, (mode, sha) in sorted(entries.items())])
 
 
-def source_digest(root: Path) -> tuple[Digest, int]:
+def source_digest(root: Path, exclude: tuple[str, ...] | None = None) -> tuple[Digest, int]:
     """(digest, file count) of the tree under ``root`` (symlinks by target, no dirs)."""
-    entries = source_files(root)
+    entries = source_files(root, exclude=exclude)
     return digest_entries(entries), len(entries)
 
 
@@ -119,15 +136,16 @@ def copy_source(root: Path, target: Path) -> tuple[Digest, int]:
     """Copy the tree under ``root`` into the new folder ``target``; its source digest.
 
     Regular files (with their permission bits, not their times) and symlinks
-    are copied, folders in :data:`EXCLUDED` are not. Each file is hashed from
+    are copied, folders :func:`excluded` names are not. Each file is hashed from
     the very bytes written into ``target``, so the digest is that of the copy
     (:func:`source_digest` of ``target`` gives the same) without reading it
     back. A symlink to a folder is copied as a link and, as in
     :func:`source_files`, is no part of the digest.
     """
     files: list[tuple[str, str]] = []
+    skip = excluded()
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in EXCLUDED)
+        dirs[:] = sorted(d for d in dirs if d not in skip)
         base = os.path.relpath(folder, root)
         rel_dir = "" if base == "." else base.replace(os.sep, "/") + "/"
         made = target / rel_dir if rel_dir else target

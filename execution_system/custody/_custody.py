@@ -236,6 +236,33 @@ class FileCustody(SavepointTransfer, SavepointReads):
             hashed_bytes=observed.hashed_bytes,
         )
 
+    def set_exclusions(self, delivery: DeliveryId, names: frozenset[str]) -> None:
+        """Choose the folder names left out of ``delivery``'s trees, before it is opened.
+
+        For a caller whose deliveries differ in what they leave out (a goal's
+        ``--exclude``); :meth:`open` then uses these instead of this instance's.
+        Once recorded they never change: setting others is ``CUSTODY_REJECTED``.
+        """
+        try:
+            check_delivery(delivery)
+        except Refusal as refusal:
+            _raise(refusal)
+        for name in names:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"an excluded name must be one folder name, not {name!r}")
+        with self._guard(delivery):
+            recorded = self._state.recorded_exclusions(delivery)
+            if recorded is None:
+                self._state.create(delivery)
+                self._state.record_exclusions(delivery, frozenset(names))
+            elif recorded != names:
+                raise error(
+                    ErrorCode.CUSTODY_REJECTED,
+                    "the delivery's excluded folders are already recorded, and differ",
+                    path=delivery,
+                    expected=", ".join(sorted(recorded)) or "(none)",
+                )
+
     # --- the Custody protocol -----------------------------------------------------------
 
     def open(self, delivery: DeliveryId, seed: str | None = None) -> SavepointId:

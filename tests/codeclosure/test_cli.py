@@ -65,6 +65,8 @@ CASES = {
     "empty-objective": (ErrorCode.GOAL_INVALID, {}, ["--objective="]),
     "zero-generations": (ErrorCode.GOAL_INVALID, {}, ["--max-generations", "0"]),
     "unknown-unprotect": (ErrorCode.GOAL_INVALID, {}, ["--unprotect", "src"]),
+    "exclude-a-path": (ErrorCode.GOAL_INVALID, {}, ["--exclude", "data/raw"]),
+    "exclude-dot-dot": (ErrorCode.GOAL_INVALID, {}, ["--exclude", ".."]),
     "unknown-allow-fewer": (ErrorCode.GOAL_INVALID, {}, ["--allow-fewer-tests", "lint"]),
     "python-not-a-file": (ErrorCode.CHECK_CANNOT_START, {}, ["--python", "/nonexistent/python"]),
 }

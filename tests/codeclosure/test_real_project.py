@@ -21,7 +21,7 @@ import pytest
 from contracts import digest_of
 from execution_system.codeclosure import DEFAULT_PROTECTED, GoalRuntime, PatchWorker, manifest_of
 from tests.codeclosure.helpers import EXECSYS, events, failures, refused, snapshot
-from tests.codeclosure.realproject import CALC, RIGHT, RealProject, make_real_project
+from tests.codeclosure.realproject import CALC, RIGHT, RealProject, added, make_real_project
 
 
 @pytest.fixture
@@ -312,6 +312,47 @@ def test_a_project_with_its_venv_and_git_inside_is_discovered_and_seeded(
         # -I ignores PYTHONPATH: mylib would come from .venv/, which is not the candidate.
         with refused("CHECK_NOT_CANDIDATE"):
             _create(goals, real, "direct", checks={"tests": ("python", "-I", "-m", "pytest")})
+    finally:
+        goals.close()
+
+
+def test_a_goals_own_excluded_folders_are_left_out_everywhere(tmp_path, aio, monkeypatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    real = make_real_project(tmp_path)
+    (real.project / "datasets" / "big").mkdir(parents=True)
+    (real.project / "datasets" / "big" / "rows.csv").write_text("a,b\n1,2\n")
+    (real.project / "src" / "mylib" / "datasets").mkdir()  # at any depth
+    (real.project / "src" / "mylib" / "datasets" / "x.csv").write_text("1\n")
+    goals = GoalRuntime(real.store)
+    try:
+        with refused("GOAL_INVALID"):
+            _create(goals, real, "direct", exclude=["a/b"])
+        # The fix also writes into an excluded folder: custody and every digest ignore it.
+        fix = tmp_path / "fix-and-data.patch"
+        fix.write_text(
+            Path(real.patches["direct"]).read_text() + added("datasets/new.csv", "a,b\n5,6\n")
+        )
+        real.patches["fix-and-data"] = str(fix)
+        created = _create(goals, real, "fix-and-data", exclude=["datasets"])
+        assert goals.goals.get(created["goal"])["goal"].exclude == ("datasets",)
+        view = aio(goals.start(created["goal"], 1))
+        assert view["run_status"] == "CLOSED", view["detail"]
+        frozen = _output(goals, view["delivery"], "SOURCE_FREEZE")
+        assert frozen["files"] == 5, "the five project files, no datasets/ at any depth"
+        candidate = Path(goals._custody().workspace(view["delivery"]))
+        assert [p.relative_to(candidate).as_posix() for p in candidate.rglob("*.csv")] == [
+            "datasets/new.csv"
+        ], "only what the worker wrote, which no snapshot holds"
+        exported = goals.export(created["goal"])
+        assert exported["files"] == [CALC]
+        # A checkout whose datasets/ differs is still the base; apply leaves it alone.
+        checkout = tmp_path / "checkout"
+        shutil.copytree(real.project, checkout)
+        (checkout / "datasets" / "big" / "rows.csv").write_text("a,b\n3,4\n")
+        applied = goals.apply(created["goal"], str(checkout))
+        assert applied["files"] == [CALC]
+        assert (checkout / CALC).read_text() == RIGHT
+        assert (checkout / "datasets" / "big" / "rows.csv").read_text().endswith("3,4\n")
     finally:
         goals.close()
 
