@@ -52,7 +52,7 @@ from execution_system.custody._capability import (
     load_or_create_key,
 )
 from execution_system.custody._durable import file_lock, fsync_dir
-from execution_system.custody._reads import SavepointReads
+from execution_system.custody._reads import SavepointReads, folder_names
 from execution_system.custody._reclaim import collect_unreferenced, prune_savepoints
 from execution_system.custody._report import PruneReport, SnapshotReport, TreeMemory
 from execution_system.custody._restore import materialize, verify
@@ -102,11 +102,7 @@ class FileCustody(SavepointTransfer, SavepointReads):
         exclude: frozenset[str] | None = None,
     ) -> None:
         self._root = Path(root).absolute()
-        names = frozenset(seed_exclude if exclude is None else exclude)
-        for name in names:
-            if not name or "/" in name or name in (".", ".."):
-                raise ValueError(f"an excluded name must be one folder name, not {name!r}")
-        self._exclude = names
+        self._exclude = folder_names(seed_exclude if exclude is None else exclude)
         """Folder names left out of the trees of deliveries this instance opens."""
         self._clock = clock
         self._store_lock = os.fspath(self._root / "locks" / "store.lock")
@@ -235,33 +231,6 @@ class FileCustody(SavepointTransfer, SavepointReads):
             hashed_files=observed.hashed_files,
             hashed_bytes=observed.hashed_bytes,
         )
-
-    def set_exclusions(self, delivery: DeliveryId, names: frozenset[str]) -> None:
-        """Choose the folder names left out of ``delivery``'s trees, before it is opened.
-
-        For a caller whose deliveries differ in what they leave out (a goal's
-        ``--exclude``); :meth:`open` then uses these instead of this instance's.
-        Once recorded they never change: setting others is ``CUSTODY_REJECTED``.
-        """
-        try:
-            check_delivery(delivery)
-        except Refusal as refusal:
-            _raise(refusal)
-        for name in names:
-            if not name or "/" in name or name in (".", ".."):
-                raise ValueError(f"an excluded name must be one folder name, not {name!r}")
-        with self._guard(delivery):
-            recorded = self._state.recorded_exclusions(delivery)
-            if recorded is None:
-                self._state.create(delivery)
-                self._state.record_exclusions(delivery, frozenset(names))
-            elif recorded != names:
-                raise error(
-                    ErrorCode.CUSTODY_REJECTED,
-                    "the delivery's excluded folders are already recorded, and differ",
-                    path=delivery,
-                    expected=", ".join(sorted(recorded)) or "(none)",
-                )
 
     # --- the Custody protocol -----------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Reading recorded savepoints out of custody: into a folder, as entries, with the exclusions.
+"""Reading recorded savepoints out of custody: into a folder, as entries; a delivery's exclusions.
 
 The mixins here and in ``_transfer.py`` work on the parts of ``FileCustody``
 named by :class:`CustodyParts`; each maps custody's internal refusals to
@@ -7,6 +7,7 @@ catalogued errors the same way.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +32,14 @@ class CustodyParts(Protocol):
     def _tree(self, delivery: str, savepoint: str) -> Tree: ...
 
     def _exclusions(self, delivery: str) -> frozenset[str]: ...
+
+
+def folder_names(names: Iterable[str]) -> frozenset[str]:
+    """``names`` as a set of excluded folder names; ValueError for anything but one folder name."""
+    for name in names:
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"an excluded name must be one folder name, not {name!r}")
+    return frozenset(names)
 
 
 def recorded_tree(parts: CustodyParts, delivery: DeliveryId, savepoint: SavepointId) -> Tree:
@@ -66,6 +75,31 @@ class SavepointReads:
             return tuple(sorted(self._exclusions(check_delivery(delivery))))
         except Refusal as refusal:
             raise error(refusal.code, refusal.message, path=refusal.path) from None
+
+    def set_exclusions(self: CustodyParts, delivery: DeliveryId, names: frozenset[str]) -> None:
+        """Choose the folder names left out of ``delivery``'s trees, before it is opened.
+
+        For a caller whose deliveries differ in what they leave out (a goal's
+        ``--exclude``); ``open`` then uses these instead of the instance's own.
+        Once recorded they never change: setting others is ``CUSTODY_REJECTED``.
+        """
+        try:
+            check_delivery(delivery)
+        except Refusal as refusal:
+            raise error(refusal.code, refusal.message, path=refusal.path) from None
+        names = folder_names(names)
+        with self._guard(delivery):
+            recorded = self._state.recorded_exclusions(delivery)
+            if recorded is None:
+                self._state.create(delivery)
+                self._state.record_exclusions(delivery, names)
+            elif recorded != names:
+                raise error(
+                    ErrorCode.CUSTODY_REJECTED,
+                    "the delivery's excluded folders are already recorded, and differ",
+                    path=delivery,
+                    expected=", ".join(sorted(recorded)) or "(none)",
+                )
 
     def manifest(
         self: CustodyParts, delivery: DeliveryId, savepoint: SavepointId

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from custody_helpers import DELIVERY, Clock, make_site, preview
 
-from contracts import DeliveryId, ErrorCode
+from contracts import DeliveryId, ErrorCode, ExecsysError
 from execution_system.custody import DEFAULT_EXCLUDED, FileCustody
 
 
@@ -127,3 +127,23 @@ def test_the_exclusion_record_is_canonical_json(custody: FileCustody) -> None:
         b'{"format":"execution-system/custody-exclude/v1","names":[' + names.encode() + b"]}"
     )
     assert os.stat(custody.root / "deliveries" / DELIVERY / "exclude.json").st_size == len(data)
+
+
+def test_a_delivery_set_to_leave_out_more_is_opened_without_it(
+    custody: FileCustody, project: Path
+) -> None:
+    (project / "datasets").mkdir()
+    (project / "datasets" / "rows.csv").write_text("a,b\n")
+    with pytest.raises(ValueError, match="one folder name"):
+        custody.set_exclusions(DELIVERY, frozenset({"data/raw"}))
+    chosen = DEFAULT_EXCLUDED | {"datasets"}
+    custody.set_exclusions(DELIVERY, chosen)
+    custody.set_exclusions(DELIVERY, chosen)  # the same set again: nothing to do
+    custody.open(DELIVERY, seed=str(project))
+    assert _paths(custody) == ["pyproject.toml", "src/pkg/__init__.py"]
+    assert custody.excluded(DELIVERY) == tuple(sorted(chosen))
+    with pytest.raises(ExecsysError) as refused:
+        custody.set_exclusions(DELIVERY, DEFAULT_EXCLUDED)
+    assert refused.value.code is ErrorCode.CUSTODY_REJECTED
+    other = FileCustody(custody.root)  # another process, configured with the defaults only
+    assert other.excluded(DELIVERY) == tuple(sorted(chosen))
