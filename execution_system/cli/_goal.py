@@ -256,7 +256,8 @@ def _create(args: argparse.Namespace) -> int:
         "allow_fewer": args.allow_fewer_tests or None,
         "exclude": args.exclude or None,
     }
-    runtime = _runtime(args, creating=True)
+    # --from reads a goal, so its store must exist: a mistyped one is not created.
+    runtime = _runtime(args, creating=args.source is None)
     try:
         if args.source is not None:
             view = runtime.create_from(args.source, worker=worker, **given)

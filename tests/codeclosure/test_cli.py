@@ -144,6 +144,18 @@ def test_a_failed_goal_goes_on_as_a_new_goal_with_its_settings_and_a_fixed_patch
     neither = execsys("goal", "create", "--patch", sample.patches["direct"], store=sample.store)
     assert neither.returncode == 2
     assert neither.stderr.startswith("execsys: USAGE at goal create: a new goal needs --objective")
+    elsewhere = sample.root / "elsewhere.db"
+    mistyped = execsys(
+        "goal",
+        "create",
+        "--from",
+        failed["goal"],
+        "--patch",
+        sample.patches["direct"],
+        store=f"sqlite:///{elsewhere}",
+    )
+    assert mistyped.stderr.startswith("execsys: STORE_NOT_FOUND"), mistyped.stderr
+    assert not elsewhere.exists(), "--from reads a goal: it never creates a store"
 
 
 def test_a_patch_that_does_not_apply_fails_the_goal_and_restores_the_workspace(
