@@ -113,43 +113,32 @@ class GoalRuntime:
         return self.view(self.goals.insert(goal)["id"])
 
     def create_from(
-        self,
-        source: str,
-        *,
-        worker: CommandWorker | PatchWorker | AgentWorker,
-        objective: str | None = None,
-        project: str | None = None,
-        criteria: list[str] | None = None,
-        checks: dict[str, tuple[str, ...]] | None = None,
-        required: list[str] | None = None,
-        protected: list[str] | None = None,
-        max_generations: int | None = None,
-        python: str | None = None,
-        allow_fewer: list[str] | None = None,
-        exclude: list[str] | None = None,
+        self, source: str, *, worker: CommandWorker | PatchWorker | AgentWorker, **given: Any
     ) -> dict[str, Any]:
-        """A new goal with ``source``'s settings, except those given and the worker.
+        """A new goal with ``source``'s settings, except the worker and those ``given``.
 
         The way forward from a goal that cannot continue (FAILED because its patch
         did not apply, BLOCKED with no generation left): the same objective,
         project, criteria, checks and protection, with a fixed or another worker.
-        The new goal notes where it came from; ``source`` is left as it is.
+        ``given`` takes :meth:`create`'s keywords; a None one keeps ``source``'s
+        setting. The new goal notes where it came from; ``source`` is left as it is.
         """
         old = self.goals.get(source)["goal"]
         before = self.view(source)
-        created = self.create(
-            objective=old.objective if objective is None else objective,
-            project=old.project if project is None else project,
-            criteria=criteria or list(old.criteria),
-            checks=checks or dict(old.checks),
-            required=required or list(old.required),
-            protected=protected if protected is not None else list(old.protected),
-            max_generations=max_generations or old.max_generations,
-            worker=worker,
-            python=python or old.python,
-            allow_fewer=allow_fewer if allow_fewer is not None else list(old.allow_fewer),
-            exclude=exclude if exclude is not None else list(old.exclude),
-        )
+        settings: dict[str, Any] = {
+            "objective": old.objective,
+            "project": old.project,
+            "criteria": list(old.criteria),
+            "checks": dict(old.checks),
+            "required": list(old.required),
+            "protected": list(old.protected),
+            "max_generations": old.max_generations,
+            "python": old.python,
+            "allow_fewer": list(old.allow_fewer),
+            "exclude": list(old.exclude),
+        }
+        settings.update({key: value for key, value in given.items() if value is not None})
+        created = self.create(worker=worker, **settings)
         self.goals.note(
             created["goal"],
             f"created from {source} ({before['run_status']}: {before['detail']})",

@@ -110,16 +110,8 @@ def test_a_failed_goal_goes_on_as_a_new_goal_with_its_settings_and_a_fixed_patch
     view = runtime.view(failed["goal"])
     assert f"execsys goal create --from {failed['goal']}" in view["next"]
     runtime.close()
-    done = execsys(
-        "goal",
-        "create",
-        "--from",
-        failed["goal"],
-        "--patch",
-        sample.patches["direct"],
-        "--json",
-        store=sample.store,
-    )
+    carry_on = ("goal", "create", "--from", failed["goal"], "--patch", sample.patches["direct"])
+    done = execsys(*carry_on, "--json", store=sample.store)
     assert done.returncode == 0, done.stderr
     fresh = json.loads(done.stdout)
     assert fresh["run_status"] == "READY" and fresh["objective"] == view["objective"]
@@ -145,15 +137,7 @@ def test_a_failed_goal_goes_on_as_a_new_goal_with_its_settings_and_a_fixed_patch
     assert neither.returncode == 2
     assert neither.stderr.startswith("execsys: USAGE at goal create: a new goal needs --objective")
     elsewhere = sample.root / "elsewhere.db"
-    mistyped = execsys(
-        "goal",
-        "create",
-        "--from",
-        failed["goal"],
-        "--patch",
-        sample.patches["direct"],
-        store=f"sqlite:///{elsewhere}",
-    )
+    mistyped = execsys(*carry_on, store=f"sqlite:///{elsewhere}")
     assert mistyped.stderr.startswith("execsys: STORE_NOT_FOUND"), mistyped.stderr
     assert not elsewhere.exists(), "--from reads a goal: it never creates a store"
 
