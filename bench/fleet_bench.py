@@ -7,7 +7,8 @@ optional peer: ``.venv/bin/pip install -e '.[bench]'``; without it its rows are 
 All rows run in this one process, one after another, on the same database, each delivery a
 chain of ``--steps`` trivial nodes (or, for DBOS, a workflow of as many steps):
 
-* ``raw-langgraph``: the stock ``AsyncPostgresSaver`` (its own lock, one connection),
+* ``raw-langgraph``: the stock ``AsyncPostgresSaver`` (its own lock, one connection opened
+  with the settings its ``from_conn_string`` uses, prepared statements included),
   ``durability="sync"`` as the Host uses.
 * ``host``: the Workflow Host on the PostgreSQL store (``--store`` URL), a delivery of a loop
   node run ``--steps`` times (a trivial in-process executor, in-memory custody): each step is
@@ -57,7 +58,9 @@ from psycopg.rows import dict_row
 
 from runner import migrate_postgres
 
-SETTINGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None, "row_factory": dict_row}
+SETTINGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+"""The raw side's connection, as LangGraph's ``AsyncPostgresSaver.from_conn_string`` opens it
+(every statement prepared on first use)."""
 
 
 class State(TypedDict):

@@ -14,6 +14,9 @@ from contracts._canonical import (
 )
 from contracts._config import (
     DEFAULT_STORE,
+    PREPARE_OFF,
+    PREPARE_ON,
+    PREPARE_OPTION,
     LangGraphHostConfig,
     RunnerConfig,
     RunnerFactoryConfig,
@@ -125,6 +128,9 @@ __all__ = [
     "MAX_EXACT_INTEGER",
     "MAX_JOURNAL_INT",
     "NODE_KINDS",
+    "PREPARE_OFF",
+    "PREPARE_ON",
+    "PREPARE_OPTION",
     "PROTOCOL",
     "RESERVED_NODE_IDS",
     "SPEC_VERSION",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -13,6 +13,16 @@ from contracts._delivery import ExecutorBinding
 DEFAULT_STORE = "sqlite:///.execsys/state.db"
 _SQLITE = re.compile(r"^sqlite:///(?P<path>/?[^\x00]+)$")
 _POSTGRES = re.compile(r"^postgres(?:ql)?://[^\s]+$")
+
+PREPARE_OPTION = "execsys_prepare"
+"""A PostgreSQL store URL's own query parameter (decision 0153); libpq never sees it.
+
+``off`` keeps every statement unprepared, for a transaction pooler that does not
+carry prepared statements between its server connections (PgBouncer before 1.21,
+or with ``max_prepared_statements = 0``). ``on``, the default, prepares a step's
+commit statement once per connection."""
+PREPARE_ON = frozenset({"on", "1", "true", "yes"})
+PREPARE_OFF = frozenset({"off", "0", "false", "no"})
 
 
 def store_url_problem(url: str) -> str | None:
@@ -55,6 +65,9 @@ def _postgres_problem(url: str) -> str | None:
     netloc = parts.netloc.rsplit("@", 1)[-1]
     hidden = url if parts.password is None else url.replace(f":{parts.password}@", ":***@", 1)
     shown = repr(hidden) if len(hidden) <= 200 else repr(hidden[:200]) + "..."
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == PREPARE_OPTION and value.lower() not in PREPARE_ON | PREPARE_OFF:
+            return f"store URL {shown} has {PREPARE_OPTION}={value[:20]!r}; use on or off"
     if "," in netloc:
         return None  # several hosts (libpq's failover list): libpq reads them itself
     _, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else ("", "", "")

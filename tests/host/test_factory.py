@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from contracts import ErrorCode, ExecsysError, LangGraphHostConfig
+from contracts._config import store_url_problem
+from host.storage.postgres._connect import conninfo, prepares
 from runner import RunnerFactory, parse_factory_config
 from tests.support.memory_custody import MemoryCustody
 
@@ -75,3 +77,18 @@ def test_a_postgres_url_without_a_server_is_one_coded_refusal(tmp_path: Path) ->
         RunnerFactory(config).create(custody=MemoryCustody())
     assert caught.value.code is ErrorCode.STORE_UNREACHABLE
     assert "secret" not in caught.value.one_line()
+
+
+def test_the_url_option_is_the_stores_own_and_libpq_never_sees_it() -> None:
+    url = "postgresql://u@h:5432/db?application_name=x&execsys_prepare=off"
+    assert prepares(url) is False
+    assert prepares("postgresql://u@h:5432/db") is True
+    assert prepares("postgresql://u@h:5432/db?execsys_prepare=on") is True
+    libpq = conninfo(url)
+    assert "execsys_prepare" not in libpq and "application_name=x" in libpq
+
+
+@pytest.mark.parametrize("value", ["maybe", ""])
+def test_a_bad_option_value_is_a_store_url_error(value: str) -> None:
+    problem = store_url_problem(f"postgresql://u@h/db?execsys_prepare={value}")
+    assert problem is not None and "use on or off" in problem

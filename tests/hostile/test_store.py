@@ -81,6 +81,7 @@ def _reading(command: list[str], delivery: str) -> list[str]:
         ("postgresql://u@localhost:notaport/d", "has port 'notaport', not a number"),
         ("postgresql://u@localhost:99999/d", "has port '99999', not a number"),
         ("postgresql://u:secret@localhost:x/d", "'postgresql://u:***@localhost:x/d' has port"),
+        ("postgresql://u@localhost/d?execsys_prepare=maybe", "execsys_prepare='maybe'; use on"),
     ],
 )
 @pytest.mark.parametrize("command", [["status"], ["inspect", "d-x"], ["stop", "d-x"]])

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg.rows import DictRow
 from psycopg.types.array import ListBinaryDumper
 
@@ -192,6 +193,33 @@ def _split_with(text: str) -> tuple[str, str]:
     raise NotCombinable("a WITH list without a statement after it")
 
 
+NOT_KEPT: tuple[type[psycopg.Error], ...] = (
+    pg_errors.InvalidSqlStatementName,
+    pg_errors.DuplicatePreparedStatement,
+)
+"""What a prepared statement's Parse or Bind raises when the server connection behind the
+session is not the one that prepared it (``26000``, ``42P05``): nothing was executed."""
+
+
+_SENT: set[str] = set()
+"""Statement texts sent before in this process (forgotten all at once past :data:`_SENT_MAX`)."""
+_SENT_MAX = 4096
+
+
+def _repeated(text: str) -> bool:
+    """Whether ``text`` was sent before in this process (and is worth preparing).
+
+    Preparing costs a round trip of its own the first time, so a statement's
+    first use goes as text; a delivery's later steps reuse its shape.
+    """
+    if text in _SENT:
+        return True
+    if len(_SENT) >= _SENT_MAX:
+        _SENT.clear()
+    _SENT.add(text)
+    return False
+
+
 class StepCursor:
     """The cursor of a step's write transaction: one combined statement, or a transaction.
 
@@ -202,10 +230,15 @@ class StepCursor:
     sent as it comes, and :meth:`finish` commits.
     """
 
-    def __init__(self, conn: psycopg.Connection[DictRow], *, counted: bool = True) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[DictRow], *, counted: bool = True, prepare: bool = False
+    ) -> None:
         self.conn = conn
         self.counted = counted
         """Whether falling back counts in :data:`FALLBACKS` (the step path's does)."""
+        self.prepare = prepare
+        """Whether the combined statement is sent prepared (decision 0153); cleared by
+        :meth:`finish` when the server does not keep the connection's prepared statements."""
         self.kept = StatementBatch()
         self.cur: psycopg.Cursor[DictRow] | None = None
         self._stack = contextlib.ExitStack()
@@ -264,9 +297,19 @@ class StepCursor:
             self._stack.close()
             return
         statement = self.kept.combined()
-        if statement is not None:
-            with psycopg.RawCursor(self.conn) as raw:
-                raw.execute(statement[0], statement[1])
+        if statement is None:
+            return
+        with psycopg.RawCursor(self.conn) as raw:
+            if self.prepare and _repeated(statement[0]):
+                try:
+                    raw.execute(statement[0], statement[1], prepare=True)
+                    return
+                except NOT_KEPT:
+                    # Refused at Parse or Bind, before anything ran: a pooler that
+                    # hands the session to another server connection. Send it as
+                    # text, and tell the caller to stop preparing.
+                    self.prepare = False
+            raw.execute(statement[0], statement[1], prepare=False)  # not even a cached name
 
     def abandon(self, exc: BaseException) -> None:
         """Apply nothing: roll back the transaction if one was begun."""

@@ -1,28 +1,57 @@
 """Opening a PostgreSQL store: connection settings, and what each failure means.
 
 Every connection the store opens has the settings LangGraph's saver needs
-(``autocommit``, ``dict_row``, no server-side prepared statements, which also
-keeps it usable behind a transaction pooler). A failure to connect is mapped
-to one catalogued error here, so no caller ever shows a psycopg message raw.
+(``autocommit``, ``dict_row``). No statement is prepared on the server except
+a step's one commit statement, and that only while the URL does not say
+``execsys_prepare=off`` (decision 0153). A failure to connect is mapped to one
+catalogued error here, so no caller ever shows a psycopg message raw.
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 
-from contracts import ErrorCode, ExecsysError, error
+from contracts import PREPARE_OFF, PREPARE_OPTION, ErrorCode, ExecsysError, error
 
 CONNECT_TIMEOUT_S = 5
 """How long a connection attempt may take before the server counts as unreachable."""
 
-SETTINGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None, "row_factory": dict_row}
-"""Keyword arguments of every connection (prepare_threshold=None: never prepare)."""
+SETTINGS: dict[str, Any] = {
+    "autocommit": True,
+    "prepare_threshold": 1 << 62,
+    "row_factory": dict_row,
+}
+"""Keyword arguments of every connection.
+
+psycopg prepares a statement the first time it is asked to (``prepare=True``)
+only if the connection's threshold is a number; a number this large means no
+statement is ever prepared on its own count, so the step statement is the one
+the store prepares."""
+
+
+def prepares(url: str) -> bool:
+    """Whether the store at ``url`` may prepare its step statement (``execsys_prepare``)."""
+    for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if key == PREPARE_OPTION:
+            return value.lower() not in PREPARE_OFF
+    return True
+
+
+def _without_options(url: str) -> str:
+    """``url`` without the parameters libpq does not know (:data:`PREPARE_OPTION`)."""
+    parts = urlsplit(url)
+    if PREPARE_OPTION not in parts.query:
+        return url
+    kept = [
+        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != PREPARE_OPTION
+    ]
+    return urlunsplit(parts._replace(query=urlencode(kept)))
 
 
 def is_postgres(url: str) -> bool:
@@ -60,10 +89,12 @@ error. The store URL may set any of them; its value wins."""
 def conninfo(url: str) -> str:
     """The libpq connection string of a store URL (``postgres://`` accepted as an alias).
 
-    :data:`LIVENESS` settings the URL does not name are added.
+    :data:`LIVENESS` settings the URL does not name are added, and the store's own
+    option (``execsys_prepare``) is taken out.
     """
     if url.startswith("postgres://"):
         url = "postgresql://" + url.removeprefix("postgres://")
+    url = _without_options(url)
     try:
         given = conninfo_to_dict(url)
     except psycopg.ProgrammingError:

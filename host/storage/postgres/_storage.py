@@ -4,8 +4,10 @@ Every SQL string of this backend lives in this package, the statements the
 checkpointer adds to its own transaction included (``_tx.py``). A process
 holds one pool of connections; each transaction checks one out, so a runner
 can drive several deliveries at once. Connections are autocommit outside an
-explicit transaction, never prepare statements and keep no session state, so
-a transaction pooler between runners and the server changes nothing.
+explicit transaction and keep no session state but one: a step's statement is
+prepared once its text repeats (decision 0153), which a transaction pooler
+must carry across its server connections or the URL must turn off
+(``execsys_prepare=off``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from host.storage._fencing import fenced
 from host.storage._port import DeliveryRow, LeaseRow, ListedDelivery, RunnerRow
 from host.storage.postgres._archive import PostgresCustodyArchive
 from host.storage.postgres._batch import StepCursor
-from host.storage.postgres._connect import SETTINGS, connect, conninfo
+from host.storage.postgres._connect import SETTINGS, connect, conninfo, prepares
 from host.storage.postgres._goals import PostgresGoalReads
 from host.storage.postgres._leases import FIRST_GRANT, fenced_token
 from host.storage.postgres._listen import QueueListener
@@ -104,6 +106,11 @@ class PostgresStorage(PostgresGoalReads):
         self.pool.open(wait=False)
         self.archive = PostgresCustodyArchive(self)
         """Custody's savepoints for runners that share no data folder (``host/_archive.py``)."""
+        self.prepare = prepares(url)
+        """Whether a step's statement is prepared once per connection (decision 0153).
+
+        Off when the URL says ``execsys_prepare=off``, and from the first time the
+        server shows it does not keep a connection's prepared statements."""
 
     @classmethod
     def open(
@@ -147,7 +154,7 @@ class PostgresStorage(PostgresGoalReads):
     @contextmanager
     def _one_statement(self, *, counted: bool, first: str = "") -> Iterator[PostgresTx]:
         with self.pool.connection() as conn:
-            step = StepCursor(conn, counted=counted)
+            step = StepCursor(conn, counted=counted, prepare=self.prepare)
             try:
                 if first:
                     step.execute(first)
@@ -156,6 +163,8 @@ class PostgresStorage(PostgresGoalReads):
                 step.abandon(exc)
                 raise
             step.finish()
+            if self.prepare and not step.prepare:
+                self.prepare = False
 
     @contextmanager
     def fenced_transaction(self, delivery: str, token: int) -> Iterator[PostgresTx]:

@@ -29,10 +29,11 @@ def _remember(
     conn: psycopg.Connection,  # type: ignore[type-arg]
     *,
     counted: bool = True,
+    **given: bool,
 ) -> None:
     if counted:  # a step's transaction, not a lease's
         _seen["backend"] = conn.info.backend_pid
-    _cursor(self, conn, counted=counted)
+    _cursor(self, conn, counted=counted, **given)
 
 
 def _boundary(kind: str, phase: str) -> None:
