@@ -88,6 +88,20 @@ def changed(base: Path, after: Path) -> list[str]:
     return sorted(p for p in old.keys() | new.keys() if old.get(p) != new.get(p))
 
 
+def _part_applied(target: Path, base: Path, after: Path, exclude: tuple[str, ...]) -> bool:
+    """Whether ``target`` is the base with only some of the change in place.
+
+    That is what an apply killed between its renames leaves: every path is as in
+    the base or as in the accepted tree, and nothing else differs.
+    """
+    found = source_files(target, exclude=exclude)
+    old = source_files(base, exclude=exclude)
+    new = source_files(after, exclude=exclude)
+    return all(
+        found.get(p) in (old.get(p), new.get(p)) for p in found.keys() | old.keys() | new.keys()
+    )
+
+
 def _lines(path: Path) -> list[str] | None:
     if not path.exists() and not path.is_symlink():
         return []
@@ -160,9 +174,11 @@ def apply_to(
     into place and removed files deleted. A failure while copying (a full disk,
     a folder that cannot be written) removes the copies and leaves ``target``
     as it was. A ``target`` that already is the accepted tree is left alone
-    (an apply that completed before its command was interrupted), and the
-    result is checked against the accepted digest at the end. ``exclude`` is
-    the goal's own excluded folders: left out of both digests, never touched.
+    (an apply that completed before its command was interrupted); one killed
+    between its renames, with each path either as in the base or as accepted,
+    is completed. The result is checked against the accepted digest at the
+    end. ``exclude`` is the goal's own excluded folders: left out of both
+    digests, never touched.
     """
     if not target.is_dir():
         raise error(
@@ -173,7 +189,7 @@ def apply_to(
     found, _ = source_digest(target, exclude)
     if found == facts["frozen"]:
         return []
-    if found != facts["base"]:
+    if found != facts["base"] and not _part_applied(target, base, after, exclude):
         raise error(
             ErrorCode.GOAL_MANIFEST_MISMATCH,
             f"the folder is not the goal's base (its digest is {found}): "

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import errno
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +68,55 @@ def test_the_accepted_tree_whole_then_nothing_more(
     assert apply_to(target, base, after, facts) == ["a.py", "gone.py", "new/c.py"]
     assert snapshot(target) == snapshot(after)
     assert apply_to(target, base, after, facts) == [], "already the accepted tree"
+
+
+_KILLED_BETWEEN_RENAMES = """
+import os, signal, sys
+from pathlib import Path
+from execution_system.codeclosure import _export
+
+target, base, after, frozen, base_digest = sys.argv[1:]
+renamed = []
+real_replace = os.replace
+
+def replace_then_die(source, dest):
+    real_replace(source, dest)
+    renamed.append(dest)
+    if len(renamed) == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+_export.os.replace = replace_then_die
+_export.apply_to(Path(target), Path(base), Path(after), {"base": base_digest, "frozen": frozen})
+"""
+
+
+def test_an_apply_killed_between_its_renames_is_completed_by_the_next(
+    trees: tuple[Path, Path, Path, dict[str, Any]],
+) -> None:
+    base, after, target, facts = trees
+    args = [str(target), str(base), str(after), facts["frozen"], facts["base"]]
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_BETWEEN_RENAMES, *args],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (target / "a.py").read_text() == "a = 2\n", "one file renamed into place"
+    assert (target / "gone.py").exists(), "the rest not yet"
+    assert apply_to(target, base, after, facts) == ["a.py", "gone.py", "new/c.py"]
+    assert snapshot(target) == snapshot(after)
+    assert not list(target.rglob(f"*{STAGED}"))
+
+
+def test_a_part_applied_folder_changed_besides_is_still_refused(
+    trees: tuple[Path, Path, Path, dict[str, Any]],
+) -> None:
+    base, after, target, facts = trees
+    (target / "a.py").write_text("a = 2\n")  # as accepted
+    (target / "pkg/b.py").write_text("edited by hand\n")  # as neither
+    before = snapshot(target)
+    with pytest.raises(ExecsysError) as refused:
+        apply_to(target, base, after, facts)
+    assert refused.value.code is ErrorCode.GOAL_MANIFEST_MISMATCH
+    assert snapshot(target) == before
