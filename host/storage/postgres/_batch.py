@@ -98,24 +98,37 @@ class StatementBatch:
         """
         if not self.parts:
             return None
-        # A data-modifying expression may only sit at the top level: a statement's
-        # own WITH list moves up, before the expression of the statement itself.
-        ctes, reads = [], []
-        number = 0
-        for i, shape in enumerate(self._shapes):
-            if shape.hoisted:
-                text, number = _numbered(shape.hoisted, number)
-                ctes.append(text)
-            text, number = _numbered(shape.main, number)
-            ctes.append(f"s{i} AS ({text})")
-            if shape.reads:
-                reads.append(f"(SELECT count(*) FROM s{i})")
-        params = tuple(
-            _BinaryList(p) if kind == "b" and type(p) is list else p
-            for (_, given), shape in zip(self.parts, self._shapes, strict=True)
-            for p, kind in zip(given, shape.kinds, strict=True)
-        )
-        return f"WITH {', '.join(ctes)} SELECT {' + '.join(reads) or '0'}", params
+        text, binary = _layout(tuple(self._shapes))
+        params = tuple(p for _, given in self.parts for p in given)
+        if binary:
+            params = tuple(
+                _BinaryList(p) if i in binary and type(p) is list else p
+                for i, p in enumerate(params)
+            )
+        return text, params
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(shapes: tuple[_Shape, ...]) -> tuple[str, frozenset[int]]:
+    """The combined text of statements of these shapes, and which parameters are ``%b``.
+
+    Worked out once per sequence of shapes: a delivery's steps repeat a few.
+    """
+    # A data-modifying expression may only sit at the top level: a statement's
+    # own WITH list moves up, before the expression of the statement itself.
+    ctes, reads = [], []
+    number = 0
+    for i, shape in enumerate(shapes):
+        if shape.hoisted:
+            text, number = _numbered(shape.hoisted, number)
+            ctes.append(text)
+        text, number = _numbered(shape.main, number)
+        ctes.append(f"s{i} AS ({text})")
+        if shape.reads:
+            reads.append(f"(SELECT count(*) FROM s{i})")
+    kinds = "".join(shape.kinds for shape in shapes)
+    binary = frozenset(i for i, kind in enumerate(kinds) if kind == "b")
+    return f"WITH {', '.join(ctes)} SELECT {' + '.join(reads) or '0'}", binary
 
 
 class _Shape:
