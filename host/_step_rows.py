@@ -20,6 +20,21 @@ from host.storage import StorageTx
 StatusDeriver = Callable[[dict[str, Any], bool], tuple[str, str | None, dict[str, Any]]]
 
 
+def needs_flush(source: object, outbox: list[OutboxItem] | None, more: bool) -> bool:
+    """Whether a root checkpoint's commit must wait for the durability flush (decision 0154).
+
+    Every checkpoint does, except one that only routes: a step of the run's own
+    loop (not the input that starts a run) in which no node recorded anything
+    (no record, no journal event) and after which work is still scheduled. It
+    is the starting step that hands a run's input to the nodes it wakes, or a
+    node woken with nothing to do. Nothing outside the store saw it happen, and
+    it follows from the checkpoint before it alone; so a power cut that undoes
+    it costs only its replay from that checkpoint, and the next step's commit,
+    which does flush, makes it durable before any executor's result is kept.
+    """
+    return source != "loop" or bool(outbox) or not more
+
+
 def write_step_rows(
     tx: StorageTx,
     journals: JournalBook,

@@ -45,7 +45,7 @@ from contracts import ErrorCode, error
 from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
-from host._step_rows import StatusDeriver, write_step_rows
+from host._step_rows import StatusDeriver, needs_flush, write_step_rows
 from host.langgraph._async_saver import SyncTwins
 from host.langgraph._fresh import FreshThreads
 from host.storage import fenced
@@ -152,14 +152,14 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
         return await off_loop(call, *args)
 
     @contextlib.contextmanager
-    def _fenced(self, delivery: str) -> Iterator[PostgresTx]:
+    def _fenced(self, delivery: str, *, flush: bool = True) -> Iterator[PostgresTx]:
         """The store's fenced transaction under this process's token for ``delivery``."""
         token = self.tokens.get(delivery)
         if token is None:
             with self.store.transaction() as tx:
                 host_check_token(tx, delivery, token)  # refused, naming the current token
             raise fenced(delivery, None)  # not reached: the check refuses a missing token
-        with self.store.fenced_transaction(delivery, token) as tx:
+        with self.store.fenced_transaction(delivery, token, flush=flush) as tx:
             yield tx
 
     def put(
@@ -190,8 +190,9 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
         more = metadata.get("source") == "input" or any(
             str(ch).startswith("branch:to:") for ch in values
         )
+        flush = checkpoint_ns != "" or needs_flush(metadata.get("source"), outbox, more)
         try:
-            with self._fenced(thread_id) as tx:
+            with self._fenced(thread_id, flush=flush) as tx:
                 tx.put_checkpoint(
                     thread_id,
                     checkpoint_ns,

@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import (
 from host import _faults
 from host._journal_book import JournalBook
 from host._lease import check_token
-from host._step_rows import StatusDeriver, write_step_rows
+from host._step_rows import StatusDeriver, needs_flush, write_step_rows
 from host.langgraph._async_saver import SyncBackedSaver
 from host.langgraph._delta import DeltaCodec, DeltaSerde
 from host.langgraph._fresh import FreshThreads
@@ -93,7 +93,8 @@ class HostSaver(FreshThreads, SyncBackedSaver):
         more = metadata.get("source") == "input" or any(
             str(ch).startswith("branch:to:") for ch in values
         )
-        with self.store.transaction() as tx:
+        flush = checkpoint_ns != "" or needs_flush(metadata.get("source"), outbox, more)
+        with self.store.transaction(flush=flush) as tx:
             self._fence(tx, thread_id)
             tx.put_checkpoint(
                 thread_id,

@@ -357,18 +357,24 @@ class Storage(Protocol):
         """Create the Host's tables if missing."""
         ...
 
-    def transaction(self) -> AbstractContextManager[StorageTx]:
-        """One durable write transaction; rolled back if the body raises."""
+    def transaction(self, *, flush: bool = True) -> AbstractContextManager[StorageTx]:
+        """One durable write transaction; rolled back if the body raises.
+
+        ``flush=False`` lets its commit skip the durability flush (see
+        :func:`host._step_rows.needs_flush` for the only writes that may).
+        """
         ...
 
-    def fenced_transaction(self, delivery: str, token: int) -> AbstractContextManager[StorageTx]:
+    def fenced_transaction(
+        self, delivery: str, token: int, *, flush: bool = True
+    ) -> AbstractContextManager[StorageTx]:
         """A write transaction that applies only while ``token`` is the delivery's lease token.
 
         A stale token raises ``LEASE_FENCED`` and applies nothing; the refusal may
         come when the body ends rather than at its start. The backend may send the
         body's writes as one statement (PostgreSQL, decision 0146): the body then
         sees its own writes only through reads, which turn it into an ordinary
-        transaction.
+        transaction. ``flush`` as for :meth:`transaction`.
         """
         ...
 

@@ -131,13 +131,19 @@ class PostgresStorage(PostgresGoalReads):
         migrate(self.url, self.substrate_setup)
 
     @contextmanager
-    def transaction(self) -> Iterator[PostgresTx]:
-        """One write transaction on one pooled connection; rolled back if the body raises."""
+    def transaction(self, *, flush: bool = True) -> Iterator[PostgresTx]:
+        """One write transaction on one pooled connection; rolled back if the body raises.
+
+        ``flush=False``: its commit does not wait for the WAL flush
+        (``synchronous_commit`` off for this transaction alone).
+        """
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            if not flush:
+                cur.execute(ASYNC_COMMIT)
             yield PostgresTx(cur)
 
     @contextmanager
-    def step_transaction(self) -> Iterator[PostgresTx]:
+    def step_transaction(self, *, flush: bool = True) -> Iterator[PostgresTx]:
         """A write transaction sent as ONE statement (decision 0146).
 
         For a step's commit (the checkpointer's ``put``): the fencing check
@@ -146,9 +152,10 @@ class PostgresStorage(PostgresGoalReads):
         BEGIN or COMMIT; it applies whole or not at all, and a failing part (a
         stale token, a taken journal ordinal, a lost connection) applies
         nothing. A read in the body turns it into an ordinary transaction
-        (:class:`StepCursor`). Nothing is sent if the body raises.
+        (:class:`StepCursor`). Nothing is sent if the body raises. ``flush`` as
+        for :meth:`transaction`.
         """
-        with self._one_statement(counted=True) as tx:
+        with self._one_statement(counted=True, first="" if flush else ASYNC_COMMIT) as tx:
             yield tx
 
     @contextmanager
@@ -167,14 +174,16 @@ class PostgresStorage(PostgresGoalReads):
                 self.prepare = False
 
     @contextmanager
-    def fenced_transaction(self, delivery: str, token: int) -> Iterator[PostgresTx]:
-        """A step transaction (one statement) whose first part is the fencing check.
+    def fenced_transaction(
+        self, delivery: str, token: int, *, flush: bool = True
+    ) -> Iterator[PostgresTx]:
+        """A step transaction (one statement) that begins with the fencing check.
 
         A stale token (``execsys_fence``'s SQLSTATE ``EXF01``) raises ``LEASE_FENCED``
         naming the current token, and nothing of the body is applied.
         """
         try:
-            with self.step_transaction() as tx:
+            with self.step_transaction(flush=flush) as tx:
                 tx.fence(delivery, token)
                 yield tx
         except psycopg.Error as exc:

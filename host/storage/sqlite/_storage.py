@@ -193,43 +193,20 @@ class SqliteStorage(SqliteGoalReads):
             self.conn.commit()
 
     @contextmanager
-    def transaction(self) -> Iterator[SqliteTx]:
-        """One write transaction; rolled back if the body raises."""
-        with self.lock:
-            cur = self.conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-                yield SqliteTx(cur)
-            except BaseException:
-                self.conn.rollback()
-                raise
-            else:
-                self.conn.commit()
-            finally:
-                cur.close()
+    def transaction(self, *, flush: bool = True) -> Iterator[SqliteTx]:
+        """One write transaction; rolled back if the body raises.
 
-    @contextmanager
-    def fenced_transaction(self, delivery: str, token: int) -> Iterator[SqliteTx]:
-        """A write transaction that first reads the lease token and refuses a stale one."""
-        with self.transaction() as tx:
-            found = tx.fencing_token(delivery)
-            if found != token:
-                raise fenced(delivery, found)
-            yield tx
-
-    @contextmanager
-    def lease_transaction(self) -> Iterator[SqliteTx]:
-        """A write transaction of lease rows alone, committed without an fsync.
-
-        Visibility to other processes is immediate (WAL); only a power loss can
-        undo such a commit, and it kills every holder with it. A grant that a
-        power loss undid was never used: the first fenced write under its
-        token (an fsynced commit) makes every earlier commit durable too.
+        ``flush=False`` commits it with ``synchronous=NORMAL``: no fsync. It is
+        visible to other processes at once (WAL) and survives the death of any
+        process; only a power cut or an operating-system crash can undo it, and
+        the next fsynced commit makes it durable with everything before it.
         """
         with self.lock:
             conn = self.conn
-            previous = conn.execute("PRAGMA synchronous").fetchone()[0]
-            conn.execute("PRAGMA synchronous=NORMAL")
+            previous = None
+            if not flush:
+                previous = conn.execute("PRAGMA synchronous").fetchone()[0]
+                conn.execute("PRAGMA synchronous=NORMAL")
             cur = conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE")
@@ -241,7 +218,29 @@ class SqliteStorage(SqliteGoalReads):
                 conn.commit()
             finally:
                 cur.close()
-                conn.execute(f"PRAGMA synchronous={int(previous)}")
+                if previous is not None:
+                    conn.execute(f"PRAGMA synchronous={int(previous)}")
+
+    @contextmanager
+    def fenced_transaction(
+        self, delivery: str, token: int, *, flush: bool = True
+    ) -> Iterator[SqliteTx]:
+        """A write transaction that first reads the lease token and refuses a stale one."""
+        with self.transaction(flush=flush) as tx:
+            found = tx.fencing_token(delivery)
+            if found != token:
+                raise fenced(delivery, found)
+            yield tx
+
+    @contextmanager
+    def lease_transaction(self) -> Iterator[SqliteTx]:
+        """A write transaction of lease rows alone, committed without an fsync.
+
+        A grant that a power loss undid was never used: the first fenced write
+        under its token (an fsynced commit) makes every earlier commit durable too.
+        """
+        with self.transaction(flush=False) as tx:
+            yield tx
 
     @contextmanager
     def saver_cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
