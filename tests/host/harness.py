@@ -55,6 +55,23 @@ def asking_graph() -> dict[str, Any]:
     )
 
 
+def looping_graph(steps: int) -> tuple[dict[str, Any], Behaviour]:
+    """One action ``step`` that runs ``steps`` times, then a terminal; and its behaviour."""
+    step = {
+        "kind": "action",
+        "executor": "step",
+        "outputs": {"go": {"enum": ["again", "stop"]}},
+        "routes": {"port": "go", "cases": {"again": "step", "stop": "done"}},
+        "max_visits": steps + 1,
+    }
+    doc = graph_doc({"step": step, "done": {"kind": "terminal", "outcome": "succeeded"}}, "step")
+
+    async def behaviour(request: Any) -> dict[str, Any]:
+        return reply({"go": "again" if request.activation < steps else "stop"})
+
+    return doc, behaviour
+
+
 async def ask_once(request: Any) -> dict[str, Any]:
     """The ``ask`` executor of :func:`asking_graph`: a question on turn 1, then ``ok``."""
     if request.turn == 1:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -15,7 +14,7 @@ from host.storage.postgres import PostgresStorage, _batch, migrate
 from host.storage.postgres._batch import StepCursor
 from host.storage.postgres._connect import SETTINGS
 from runner import RunnerFactory
-from tests.host.harness import ScriptInvoker, graph_doc, make_delivery, reply
+from tests.host.harness import ScriptInvoker, looping_graph, make_delivery
 from tests.support.memory_custody import MemoryCustody
 
 
@@ -120,17 +119,7 @@ def test_the_store_stops_preparing_once_the_server_loses_a_statement(pg_url: str
 
 
 def test_a_run_with_preparing_off_prepares_nothing(pg_url: str, tmp_path: Path) -> None:
-    step = {
-        "kind": "action",
-        "executor": "step",
-        "outputs": {"go": {"enum": ["again", "stop"]}},
-        "routes": {"port": "go", "cases": {"again": "step", "stop": "done"}},
-        "max_visits": 5,
-    }
-    doc = graph_doc({"step": step, "done": {"kind": "terminal", "outcome": "succeeded"}}, "step")
-
-    async def behaviour(request: Any) -> dict[str, Any]:
-        return reply({"go": "again" if request.activation < 4 else "stop"})
+    doc, behaviour = looping_graph(4)
 
     def run(url: str, nonce: str) -> list[str]:
         config = LangGraphHostConfig(engine="langgraph", store=url, data_dir=str(tmp_path))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -18,7 +17,7 @@ from host.storage.postgres import PostgresStorage, fenced_token, migrate
 from host.storage.postgres._batch import FALLBACKS, NotCombinable, StatementBatch, StepCursor
 from host.storage.postgres._tx import VALUES_MAX_ROWS
 from runner import RunnerFactory
-from tests.host.harness import ScriptInvoker, graph_doc, make_delivery, reply
+from tests.host.harness import ScriptInvoker, looping_graph, make_delivery
 from tests.support.memory_custody import MemoryCustody
 
 
@@ -160,17 +159,7 @@ def test_the_hosts_own_commits_never_fall_back_to_a_transaction(
     pg_url: str, tmp_path: Path
 ) -> None:
     """Admission and every step of a run go out as one statement each: no read, no refusal."""
-    step = {
-        "kind": "action",
-        "executor": "step",
-        "outputs": {"go": {"enum": ["again", "stop"]}},
-        "routes": {"port": "go", "cases": {"again": "step", "stop": "done"}},
-        "max_visits": 4,
-    }
-    doc = graph_doc({"step": step, "done": {"kind": "terminal", "outcome": "succeeded"}}, "step")
-
-    async def behaviour(request: Any) -> dict[str, Any]:
-        return reply({"go": "again" if request.activation < 3 else "stop"})
+    doc, behaviour = looping_graph(3)
 
     config = LangGraphHostConfig(engine="langgraph", store=pg_url, data_dir=str(tmp_path))
     runner = RunnerFactory(config).create(
