@@ -53,6 +53,7 @@ from contracts._errors import (
     UsageError,
     error,
     exit_status,
+    validation_message,
 )
 from contracts._ids import CorrelationId, DeliveryId, Digest, InvocationId, NodeId, SavepointId
 from contracts._invocation import (
@@ -224,6 +225,7 @@ __all__ = [
     "number_problem",
     "output_ports",
     "sqlite_path",
+    "validation_message",
     "validation_problem",
     "validator_for",
 ]

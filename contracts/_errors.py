@@ -349,3 +349,12 @@ def error(code: ErrorCode, message: str, *, path: str = "", expected: str = "") 
     """Build the right subclass for ``code``."""
     cls = UsageError if exit_status(code) == 2 else RefusedError
     return cls(code, message, path=path, expected=expected)
+
+
+def validation_message(message: str) -> str:
+    """A pydantic error message as a user reads it: without pydantic's ``Value error, ``.
+
+    A validator that raises ``ValueError("...")`` already says what is wrong;
+    pydantic prefixes the kind of exception, which means nothing to a user.
+    """
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")

@@ -25,6 +25,7 @@ from contracts import (
     ExecsysError,
     ExecutorBinding,
     error,
+    validation_message,
     validation_problem,
 )
 from contracts._gc import collector_paused
@@ -54,7 +55,7 @@ def shape_error(exc: ValidationError, prefix: str = "") -> Exception:
     where = _path(loc)
     if prefix:
         where = f"{prefix}.{where}" if where else prefix
-    message = first["msg"]
+    message = validation_message(first["msg"])
     if loc and loc[-1] == _SCHEMA_UNION_TAG:
         # A JsonSchema (object | boolean) that is neither: pydantic names the
         # first union member in the location; report it as the schema checker would.

@@ -20,6 +20,7 @@ from contracts import (
     RunnerFactoryConfig,
     error,
     sqlite_path,
+    validation_message,
 )
 from execution_system._loading import load_document
 from execution_system.custody import FileCustody
@@ -81,7 +82,7 @@ def load_runner_config(path: Path | None) -> RunnerConfig:
         where = ".".join(str(p) for p in loc)
         raise error(
             ErrorCode.CONFIG_INVALID,
-            str(first["msg"]).removeprefix("Value error, "),
+            validation_message(first["msg"]),
             path=f"{path}:{where}",
             expected="executors: {NAME: {command: [...]} | {python: mod:func} | {scripted: [...]}}",
         ) from None

@@ -14,7 +14,7 @@ from typing import Any, assert_never
 
 from pydantic import ValidationError
 
-from contracts import Custody, ErrorCode, error
+from contracts import Custody, ErrorCode, error, validation_message
 from contracts._config import LangGraphHostConfig, RunnerFactoryConfig
 from contracts._invocation import Invoker
 from host import OPERATIONS, CoordinatorHost, HostFactory, Operation
@@ -44,7 +44,7 @@ def parse_factory_config(document: Mapping[str, Any]) -> RunnerFactoryConfig:
                 expected="engine, store, data_dir, lease_ttl_s, read_only, create",
             ) from None
         code = ErrorCode.STORE_URL_INVALID if where == "store" else ErrorCode.CONFIG_INVALID
-        raise error(code, first["msg"], path=where) from None
+        raise error(code, validation_message(first["msg"]), path=where) from None
 
 
 class Runner:

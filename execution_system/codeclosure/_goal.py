@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from contracts import ErrorCode, digest_of, error
+from contracts import ErrorCode, digest_of, error, validation_message
 from execution_system.codeclosure._python import check_sees_candidate, discover
 from host import GoalTable
 
@@ -249,7 +249,7 @@ def new_goal(
         first = exc.errors(include_url=False)[0]
         raise error(
             ErrorCode.GOAL_INVALID,
-            first["msg"],
+            validation_message(first["msg"]),
             path=".".join(str(part) for part in first["loc"]),
         ) from None
 

@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 
-from contracts import CorrelationId, ErrorCode, NodeId, SavepointId, error
+from contracts import CorrelationId, ErrorCode, NodeId, SavepointId, error, validation_message
 from execution_system._loading import MAX_DOCUMENT_BYTES, parse_document
 
 _Text = Field(min_length=1, max_length=256)
@@ -118,7 +118,7 @@ async def read_body(request: Request, model: type[T], *, empty_ok: bool = False)
         where = ".".join(str(p) for p in first["loc"])
         raise error(
             ErrorCode.USAGE,
-            first["msg"],
+            validation_message(first["msg"]),
             path=f"body.{where}" if where else "body",
             expected="a JSON object as described in /api/v1/openapi.json",
         ) from None

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from contracts import ErrorCode, error
+from contracts import ErrorCode, error, validation_message
 from execution_system._loading import load_document
 
 TOKEN_PREFIX = "est_"
@@ -82,7 +82,7 @@ def load_tokens(path: Path) -> Tokens:
         where = ".".join(str(p) for p in first["loc"])
         raise error(
             ErrorCode.TOKENS_INVALID,
-            first["msg"],
+            validation_message(first["msg"]),
             path=f"{path}:{where}",
             expected="tokens: [{sha256: HEX, role: viewer|operator|approver|agent, actor: NAME}]",
         ) from None
@@ -131,7 +131,10 @@ def add_token(path: Path, role: str, actor: str, deliveries: tuple[str, ...] = (
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         raise error(
-            ErrorCode.TOKENS_INVALID, first["msg"], path="--actor", expected="1 to 128 characters"
+            ErrorCode.TOKENS_INVALID,
+            validation_message(first["msg"]),
+            path="--actor",
+            expected="1 to 128 characters",
         ) from None
     rows = [e.model_dump(mode="json", exclude_defaults=True) for e in existing.values()]
     rows.append(entry.model_dump(mode="json", exclude_defaults=True))

@@ -98,6 +98,7 @@ def test_a_careless_store_url_is_refused_and_creates_nothing(
     assert main([*command, "--store", url]) == 2
     err = capsys.readouterr().err
     assert err.startswith("execsys: STORE_URL_INVALID at store: "), err
+    assert "Value error" not in err, "the validator's words, not pydantic's"
     assert fragment in err
     assert _tree(tmp_path) == set()
 
