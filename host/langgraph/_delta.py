@@ -38,6 +38,7 @@ them), so a delta's parent is always there to read.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -209,6 +210,7 @@ class DeltaCodec:
         self.fetch = fetch
         self._last: OrderedDict[tuple[str, str], _Last] = OrderedDict()
         self._threads = threads
+        self._lock = threading.Lock()
 
     def encode(
         self,
@@ -255,14 +257,24 @@ class DeltaCodec:
                 last.written.setdefault(channel, set()).update(value)
 
     def wrote(self, thread: str, ns: str, last: _Last) -> None:
-        """Remember a committed checkpoint as the parent of the thread's next one."""
-        self._last[(thread, ns)] = last
-        self._last.move_to_end((thread, ns))
-        while len(self._last) > self._threads:
-            self._last.popitem(last=False)
+        """Remember a committed checkpoint as the parent of the thread's next one.
 
-    def decode(self, type_: str, blob: bytes) -> Checkpoint:
-        """The whole checkpoint a stored (type, blob) stands for."""
+        Savers that commit several deliveries at once from worker threads call
+        this concurrently; the lock keeps the bounded map consistent.
+        """
+        with self._lock:
+            self._last[(thread, ns)] = last
+            self._last.move_to_end((thread, ns))
+            while len(self._last) > self._threads:
+                self._last.popitem(last=False)
+
+    def decode(self, type_: str, blob: bytes, fetch: Fetch | None = None) -> Checkpoint:
+        """The whole checkpoint a stored (type, blob) stands for.
+
+        ``fetch`` reads a parent's stored form for this one call instead of the
+        codec's own (a store that reads a delta's whole chain at once).
+        """
+        fetch = fetch or self.fetch
         chain: list[dict[str, Any]] = []
         while type_.startswith(PREFIX):
             payload = self.serde.loads_typed((type_[len(PREFIX) :], blob))
@@ -273,7 +285,7 @@ class DeltaCodec:
             if last is not None and last.id == payload["p"]:
                 checkpoint = private_copy(last.checkpoint)
                 break
-            found = self.fetch(payload["t"], payload["n"], payload["p"])
+            found = fetch(payload["t"], payload["n"], payload["p"])
             if found is None or len(chain) > MAX_DEPTH + 1:
                 raise error(
                     ErrorCode.STORE_UNREADABLE,

@@ -4,19 +4,26 @@ The stock saver sends the blob upserts and the checkpoint upsert on an
 autocommit connection and offers no hook for more rows. :class:`PgHostSaver`
 writes, in ONE transaction of the storage port on one pooled connection, the
 fencing check (the lease row ``FOR SHARE``; a stale token aborts the commit,
-decision 0144), the checkpoint's blobs and row as
-the stock saver stores them (the statements live in the PostgreSQL backend),
-and the step's records, journal lines and status, all sent as one statement
-(decision 0146). A refused token or a connection killed mid-way applies none of it.
+decision 0144), the checkpoint, and the step's records, journal lines and
+status, all sent as one statement (decision 0146). A refused token or a
+connection killed mid-way applies none of it.
+
+A checkpoint is stored as the SQLite saver stores it: whole, or as a delta of
+its parent (:mod:`host.langgraph._delta`), in the Host's table
+``execsys_checkpoint_bodies``; LangGraph's ``checkpoints`` row keeps its place
+in the thread and its metadata, not its state (decision 0155). So a long
+delivery's store grows with what its steps change, not with the product of its
+length and its state. Rows stored in the stock layout before that (no body)
+are still read the stock way.
 
 Ordinary task writes are not stored (the checkpoint carries their effect,
 docs/decisions/0008-no-separate-task-writes.md); errors, interrupts and the
 other special writes are, fenced like ``put``.
 
 Relies on private parts of langgraph-checkpoint-postgres 3.2.x (hence the pin
-in pyproject.toml): the methods ``_dump_blobs`` and ``_dump_writes``, the
-class attribute ``MIGRATIONS``, the stock ``put``'s split of inline values and
-blobs, and the ``_DeltaSnapshot`` marker type.
+in pyproject.toml): the methods ``_dump_writes`` and ``_load_checkpoint_tuple``,
+the class attributes ``MIGRATIONS`` and ``SELECT_SQL`` (its ``from checkpoints``
+clause, where a column is added), and the ``_load_blobs`` answer to no rows.
 """
 
 from __future__ import annotations
@@ -35,10 +42,10 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from psycopg.rows import DictRow
 
 from contracts import ErrorCode, error
@@ -47,9 +54,14 @@ from host._journal_book import JournalBook
 from host._lease import check_token as host_check_token
 from host._step_rows import StatusDeriver, needs_flush, write_step_rows
 from host.langgraph._async_saver import SyncTwins
+from host.langgraph._delta import MAX_DEPTH, PREFIX, DeltaCodec, Fetch
 from host.langgraph._fresh import FreshThreads
 from host.storage import fenced
-from host.storage.postgres import PostgresStorage, PostgresTx
+from host.storage.postgres import BODY_COLUMN, PostgresStorage, PostgresTx
+
+_STOCK_FROM = "from checkpoints "
+if PostgresSaver.SELECT_SQL.count(_STOCK_FROM) != 1:  # pragma: no cover - a library change
+    raise ImportError("langgraph-checkpoint-postgres: SELECT_SQL is not the one this saver extends")
 
 _T = TypeVar("_T")
 
@@ -132,6 +144,10 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
         self.tokens: dict[str, int] = {}
         """delivery -> the fencing token this process holds."""
         self.fresh = set()
+        self.codec = DeltaCodec(self.serde, self._fetch_one)
+
+    SELECT_SQL = PostgresSaver.SELECT_SQL.replace(_STOCK_FROM, BODY_COLUMN + _STOCK_FROM)
+    """The stock query of checkpoint rows, plus each row's body (``execsys_body``)."""
 
     def setup(self) -> None:
         """Nothing: the store's migrations created the checkpoint tables."""
@@ -173,18 +189,12 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         checkpoint_ns = str(configurable.get("checkpoint_ns", ""))
-        copy = checkpoint.copy()
-        copy["channel_values"] = dict(copy["channel_values"])
-        blobs: dict[str, Any] = {}
-        for key, value in checkpoint["channel_values"].items():
-            # The stock saver's split: primitives inline, everything else a blob.
-            if isinstance(value, _DeltaSnapshot):
-                blobs[key] = copy["channel_values"].pop(key)
-                copy["channel_values"][key] = True
-            elif not (value is None or isinstance(value, str | int | float | bool)):
-                blobs[key] = copy["channel_values"].pop(key)
-        versions = {k: v for k, v in new_versions.items() if k in blobs}
-        rows = self._dump_blobs(thread_id, checkpoint_ns, blobs, versions) if versions else []
+        parent_id = configurable.get("checkpoint_id")
+        type_, blob, remembered = self.codec.encode(
+            thread_id, checkpoint_ns, parent_id, checkpoint, new_versions
+        )
+        # The row names the checkpoint; its state is the body (decision 0155).
+        row = {"v": checkpoint["v"], "id": checkpoint["id"], "ts": checkpoint["ts"]}
         values: dict[str, Any] = dict(checkpoint.get("channel_values") or {})
         outbox = values.get("outbox") if "outbox" in new_versions else None
         more = metadata.get("source") == "input" or any(
@@ -197,10 +207,10 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
                     thread_id,
                     checkpoint_ns,
                     checkpoint["id"],
-                    configurable.get("checkpoint_id"),
-                    dict(copy),
+                    parent_id,
+                    row,
                     dict(get_serializable_checkpoint_metadata(config, metadata)),
-                    rows,
+                    (type_, blob),
                 )
                 if checkpoint_ns == "":
                     write_step_rows(
@@ -219,6 +229,7 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
             # in memory: drop it, so it is read again from what the store kept.
             self.journals.forget(thread_id)
             raise
+        self.codec.wrote(thread_id, checkpoint_ns, remembered)
         _faults.boundary("put", "after")
         return {
             "configurable": {
@@ -237,6 +248,12 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
     ) -> None:
         """Store a task's special writes (errors, interrupts), fenced like ``put``."""
         thread_id = str(config["configurable"]["thread_id"])
+        self.codec.saw_writes(
+            thread_id,
+            str(config["configurable"].get("checkpoint_ns", "")),
+            config["configurable"].get("checkpoint_id"),
+            writes,
+        )
         special = [w for w in writes if w[0] in WRITES_IDX_MAP]
         if not special:
             _faults.boundary("put_writes", "before")
@@ -254,3 +271,33 @@ class PgHostSaver(FreshThreads, SyncTwins, PostgresSaver):
             tx.put_writes(rows)
             _faults.boundary("put_writes", "before")
         _faults.boundary("put_writes", "after")
+
+    def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        """The stock conversion of a row, its checkpoint decoded from the row's body first."""
+        body = value.get("execsys_body")
+        if body is not None:
+            thread, ns = str(value["thread_id"]), str(value["checkpoint_ns"])
+            value["checkpoint"] = self.codec.decode(
+                bytes(body[0]).decode(), bytes(body[1]), self._chain_fetch(thread, ns)
+            )
+            value["channel_values"] = None  # no blob rows: the body holds every channel
+        return super()._load_checkpoint_tuple(value)
+
+    def _chain_fetch(self, thread: str, ns: str) -> Fetch:
+        """A fetch for one decode: its first call reads the parent's whole chain at once."""
+        read: dict[str, tuple[str, bytes]] = {}
+
+        def fetch(thread_id: str, checkpoint_ns: str, checkpoint: str) -> tuple[str, bytes] | None:
+            if (thread_id, checkpoint_ns) != (thread, ns):
+                return self._fetch_one(thread_id, checkpoint_ns, checkpoint)
+            if checkpoint not in read:
+                read.update(
+                    self.store.checkpoint_chain(thread, ns, checkpoint, PREFIX, MAX_DEPTH + 2)
+                )
+            return read.get(checkpoint)
+
+        return fetch
+
+    def _fetch_one(self, thread: str, ns: str, checkpoint: str) -> tuple[str, bytes] | None:
+        """One checkpoint's stored body, or None."""
+        return self.store.checkpoint_chain(thread, ns, checkpoint, PREFIX, 1).get(checkpoint)

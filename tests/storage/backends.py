@@ -115,8 +115,8 @@ def _postgres_checkpoint(tx: StorageTx, thread: str, checkpoint: str) -> None:
     from host.storage.postgres import PostgresTx
 
     assert isinstance(tx, PostgresTx)
-    body = {"v": 4, "id": checkpoint, "ts": "", "channel_values": {}, "channel_versions": {}}
-    tx.put_checkpoint(thread, "", checkpoint, None, {**body, "versions_seen": {}}, {}, [])
+    row = {"v": 4, "id": checkpoint, "ts": ""}
+    tx.put_checkpoint(thread, "", checkpoint, None, row, {}, ("json", b"{}"))
 
 
 def _postgres_drop(location: str) -> None:

@@ -26,9 +26,10 @@ from host.storage.postgres._migrations import (
     require_current,
 )
 from host.storage.postgres._storage import PostgresStorage
-from host.storage.postgres._tx import PostgresTx
+from host.storage.postgres._tx import BODY_COLUMN, PostgresTx
 
 __all__ = [
+    "BODY_COLUMN",
     "FENCED_STATE",
     "LEASE_FOR_SHARE",
     "MIGRATIONS",

@@ -183,6 +183,21 @@ MIGRATIONS: tuple[Migration, ...] = (
         """,
     ),
     Migration(6, "the fencing check as a function a pipeline need not wait for", FENCE_FUNCTION),
+    Migration(
+        7,
+        "checkpoint bodies: each checkpoint whole or as a delta of its parent (decision 0155)",
+        """
+        CREATE TABLE execsys_checkpoint_bodies (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL,
+            parent_id TEXT,
+            type TEXT NOT NULL,
+            body BYTEA NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+        );
+        """,
+    ),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

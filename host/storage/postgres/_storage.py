@@ -35,6 +35,7 @@ from host.storage.postgres._leases import FIRST_GRANT, fenced_token
 from host.storage.postgres._listen import QueueListener
 from host.storage.postgres._migrations import SubstrateSetup, migrate, require_current
 from host.storage.postgres._tx import (
+    CHAIN_SQL,
     DELIVERY_SQL,
     HEAD_SQL,
     JOURNAL_SQL,
@@ -323,6 +324,18 @@ class PostgresStorage(PostgresGoalReads):
             (delivery,),
         )
         return str(rows[0]["checkpoint_id"]) if rows else None
+
+    def checkpoint_chain(
+        self, thread: str, ns: str, checkpoint: str, delta_prefix: str, limit: int
+    ) -> dict[str, tuple[str, bytes]]:
+        """Checkpoint bodies from ``checkpoint`` back through its parents, by id (decision 0155).
+
+        The walk stops after the first body whose type does not start with
+        ``delta_prefix`` (a whole checkpoint), or after ``limit`` bodies: one
+        round trip for what decoding a delta needs.
+        """
+        rows = self.read(CHAIN_SQL, (thread, ns, checkpoint, thread, ns, delta_prefix, limit))
+        return {str(r["checkpoint_id"]): (str(r["type"]), bytes(r["body"])) for r in rows}
 
     def stop_request(self, delivery: str) -> str | None:
         """The actor text of a pending stop request."""

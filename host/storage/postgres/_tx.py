@@ -29,26 +29,45 @@ DELIVERY_SQL = (
     "SELECT delivery, graph, graph_digest, digest, document, status, outcome, detail, "
     "checkpoint, created, updated FROM execsys_deliveries WHERE delivery = %s"
 )
+CHAIN_SQL = (
+    "WITH RECURSIVE chain AS ("
+    "SELECT checkpoint_id, parent_id, type, body, 1 AS depth FROM execsys_checkpoint_bodies "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s "
+    "UNION ALL SELECT b.checkpoint_id, b.parent_id, b.type, b.body, chain.depth + 1 "
+    "FROM chain JOIN execsys_checkpoint_bodies b ON b.thread_id = %s AND b.checkpoint_ns = %s "
+    "AND b.checkpoint_id = chain.parent_id "
+    "WHERE starts_with(chain.type, %s) AND chain.depth < %s) "
+    "SELECT checkpoint_id, type, body FROM chain"
+)
+"""A checkpoint's body and its parents' up to the first whole one (at most a limit)."""
+BODY_COLUMN = (
+    ", (SELECT array[b.type::bytea, b.body] FROM execsys_checkpoint_bodies b "
+    "WHERE b.thread_id = checkpoints.thread_id AND b.checkpoint_ns = checkpoints.checkpoint_ns "
+    "AND b.checkpoint_id = checkpoints.checkpoint_id) AS execsys_body "
+)
+"""A column for a query of ``checkpoints``: the row's body as [type, bytes], or NULL (a row
+written in LangGraph's own layout, before decision 0155)."""
 JOURNAL_SQL = "SELECT line FROM execsys_journal WHERE delivery = %s ORDER BY ordinal"
 HEAD_SQL = (
     "SELECT digest, ordinal FROM execsys_journal WHERE delivery = %s ORDER BY ordinal DESC LIMIT 1"
 )
-_BLOBS_SQL = (
-    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
-    "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
-    "%b::bytea[]) ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+_JOURNAL_SQL = (
+    "INSERT INTO execsys_journal (delivery, ordinal, digest, line) "
+    "SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::bytea[])"
 )
-"""The library's blob upsert, a checkpoint's blobs in one statement (one array per column).
+"""A step's journal lines in one statement (binary arrays of ordinals, digests and lines).
 
 Arrays go in binary (``%b``): psycopg then packs each element as it is, where
 the text form escapes every byte of a bytea into an array literal (about three
 times the client's CPU for a step's rows).
 """
-_JOURNAL_SQL = (
-    "INSERT INTO execsys_journal (delivery, ordinal, digest, line) "
-    "SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::bytea[])"
+_BODY_SQL = (
+    "INSERT INTO execsys_checkpoint_bodies (thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_id, type, body) VALUES (%s, %s, %s, %s, %s, %b) "
+    "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
+    "parent_id = EXCLUDED.parent_id, type = EXCLUDED.type, body = EXCLUDED.body"
 )
-"""A step's journal lines in one statement (binary arrays of ordinals, digests and lines)."""
+"""A checkpoint's body: the whole checkpoint, or its delta from ``parent_id`` (decision 0155)."""
 _CHECKPOINT_SQL = (
     "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, "
     "checkpoint, metadata) VALUES (%s, %s, %s, %s, %s, %s) "
@@ -265,19 +284,18 @@ class PostgresTx(PostgresGoalWrites):
         parent_id: str | None,
         checkpoint: dict[str, Any],
         metadata: dict[str, Any],
-        blobs: Sequence[tuple[Any, ...]],
+        body: tuple[str, bytes],
     ) -> None:
-        """Write a checkpoint as langgraph-checkpoint-postgres stores it: blobs, then the row.
+        """Write a checkpoint: its body, and its row in LangGraph's ``checkpoints`` table.
 
-        ``blobs`` are the saver's ``_dump_blobs`` rows (thread, ns, channel,
-        version, type, blob); ``checkpoint`` is the checkpoint without its blob
-        channels, stored as JSONB like ``metadata``.
+        ``body`` is the saver's (type, bytes): the whole checkpoint, or its delta
+        from ``parent_id``. ``checkpoint`` is the row's JSONB, which names the
+        checkpoint but holds none of its state (decision 0155); ``metadata`` is
+        stored as LangGraph stores it, so its filters still apply.
         """
-        if 0 < len(blobs) <= VALUES_MAX_ROWS:
-            rows = _values("(%s, %s, %s, %s, %s, %b)", len(blobs))
-            self.cur.execute(_BLOBS_VALUES.format(rows=rows), _flat(blobs))
-        elif blobs:
-            self.cur.execute(_BLOBS_SQL, _columns(blobs, 6))
+        self.cur.execute(
+            _BODY_SQL, (thread_id, checkpoint_ns, checkpoint_id, parent_id, body[0], body[1])
+        )
         self.cur.execute(
             _CHECKPOINT_SQL,
             (
@@ -320,7 +338,12 @@ class PostgresTx(PostgresGoalWrites):
     def retire(self, delivery: str, authorization: str, fact: dict[str, Any], outcome: str) -> None:
         """Delete the delivery's checkpoints and unshared records; keep the fact."""
         cur = self.cur
-        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+        for table in (
+            "checkpoints",
+            "checkpoint_blobs",
+            "checkpoint_writes",
+            "execsys_checkpoint_bodies",
+        ):
             cur.execute(f"DELETE FROM {table} WHERE thread_id = %s".encode(), (delivery,))
         cur.execute("DELETE FROM execsys_checkpoints WHERE delivery = %s", (delivery,))
         cur.execute(
@@ -359,10 +382,6 @@ psycopg converts a plain parameter in C but an array in Python (about 20 us for 
 step's six blob columns against 4 us as values); past this many rows the statement
 keeps one array per column, whose size does not grow the parameter count."""
 
-_BLOBS_VALUES = (
-    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
-    "VALUES {rows} ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
-)
 _JOURNAL_VALUES = "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES {rows}"
 _PUT_RECORDS_VALUES = (
     "WITH given AS (SELECT DISTINCT ON (digest) digest, body "
