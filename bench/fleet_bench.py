@@ -30,6 +30,11 @@ queued deliveries of ``--steps`` steps drained by 1, 2 and 4 ``execsys serve`` p
 at a time. ``--fleet-only`` skips the one-process rows; ``--profile FILE`` adds a one-process
 round (not in the table) whose runner runs under a CPU-time cProfile.
 
+``--chains 250,500,1000`` prints only the storage of long chains: for each length, one
+``execsys run`` process of a chain of that many trivial python actions (the default
+``FileCustody``, the ``--store`` database), then raw LangGraph's ``AsyncPostgresSaver`` on a
+chain as long, and the growth of the database's tables around each (decision 0155).
+
 ``--host-only`` runs the Host row alone (a warm-up, then ``--deliveries``) in a process of
 its own, with no statement counting and nothing run before it, and prints its ms and CPU ms
 per step: run it alternately from two checkouts (``PYTHONPATH=DIR``) for a before/after.
@@ -39,8 +44,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -210,6 +217,52 @@ def run_host(url: str, deliveries: int, steps: int, folder: Path) -> dict[str, A
     return row("host", deliveries, steps, wall, cpu, timer.latencies, sent)
 
 
+async def raw_chain(url: str, steps: int, thread: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, **SETTINGS) as conn:
+        graph = chain(steps, AsyncPostgresSaver(conn))
+        await graph.ainvoke({"n": 0}, {"configurable": {"thread_id": thread}}, durability="sync")
+
+
+def chain_storage(url: str, lengths: list[int]) -> None:
+    """The storage table of ``--chains``: bytes per step of long chains, Host and raw."""
+    from bench.scale_bench import EXECSYS, STEP
+    from bench.scale_bench import chain as chain_doc
+
+    print(f"Storage of one chain of N steps, PostgreSQL at {url.split('@')[-1]} (all tables)")
+    print("    steps | host run s | host bytes/step | its checkpoints | raw bytes/step")
+    for n in lengths:
+        with tempfile.TemporaryDirectory(prefix="fleet-chain-") as scratch:
+            folder = Path(scratch)
+            (folder / "steps.py").write_text(STEP)
+            (folder / "execsys.yaml").write_text('executors:\n  step: {python: "steps:step"}\n')
+            (folder / "chain.json").write_text(json.dumps(chain_doc(n)))
+            before, points = table_bytes(url, "public.%"), _checkpoint_bytes(url)
+            started = time.perf_counter()
+            done = subprocess.run(
+                [EXECSYS, "run", "chain.json", "--config", "execsys.yaml", "--store", url],
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=scratch,
+            )
+            took = time.perf_counter() - started
+            if done.returncode != 0:
+                print(f"chain of {n}: execsys run failed: {done.stderr.strip()[:300]}")
+                continue
+            host, held = table_bytes(url, "public.%") - before, _checkpoint_bytes(url) - points
+        before = table_bytes(url, "public.%")
+        asyncio.run(raw_chain(url, n, f"raw-chain-{n}-{time.time_ns()}"))
+        raw = table_bytes(url, "public.%") - before
+        per = (host / n, held / n, raw / n)
+        print(f"{n:>9,} | {took:>10.1f} | {per[0]:>15,.0f} | {per[1]:>15,.0f} | {per[2]:>14,.0f}")
+
+
+def _checkpoint_bytes(url: str) -> int:
+    return table_bytes(url, "public.checkpoint%") + table_bytes(
+        url, "public.execsys_checkpoint_bodies"
+    )
+
+
 def dbos_url(url: str) -> str:
     """The DBOS side's database: the store's server, the store's database name plus ``_dbos``."""
     parts = urlsplit(url)
@@ -306,11 +359,15 @@ def main() -> None:
     parser.add_argument("--fleet-only", action="store_true")
     parser.add_argument("--profile", type=Path)
     parser.add_argument("--host-only", action="store_true", help="the Host row alone")
+    parser.add_argument("--chains", help="only the storage of chains of these lengths: 250,500")
     args = parser.parse_args()
     if not args.store:
         parser.error("--store postgresql://... (or EXECSYS_BENCH_POSTGRES) is required")
     url = args.store
     migrate_postgres(url)
+    if args.chains:
+        chain_storage(url, [int(x) for x in args.chains.split(",") if x])
+        return
     if args.host_only:
         folder = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
         run_host(url, 3, args.steps, folder)
