@@ -44,10 +44,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -225,29 +223,15 @@ async def raw_chain(url: str, steps: int, thread: str) -> None:
 
 def chain_storage(url: str, lengths: list[int]) -> None:
     """The storage table of ``--chains``: bytes per step of long chains, Host and raw."""
-    from bench.scale_bench import EXECSYS, STEP
-    from bench.scale_bench import chain as chain_doc
+    from bench.scale_bench import run_chain
 
     print(f"Storage of one chain of N steps, PostgreSQL at {url.split('@')[-1]} (all tables)")
     print("    steps | host run s | host bytes/step | its checkpoints | raw bytes/step")
     for n in lengths:
         with tempfile.TemporaryDirectory(prefix="fleet-chain-") as scratch:
-            folder = Path(scratch)
-            (folder / "steps.py").write_text(STEP)
-            (folder / "execsys.yaml").write_text('executors:\n  step: {python: "steps:step"}\n')
-            (folder / "chain.json").write_text(json.dumps(chain_doc(n)))
             before, points = table_bytes(url, "public.%"), _checkpoint_bytes(url)
-            started = time.perf_counter()
-            done = subprocess.run(
-                [EXECSYS, "run", "chain.json", "--config", "execsys.yaml", "--store", url],
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=scratch,
-            )
-            took = time.perf_counter() - started
-            if done.returncode != 0:
-                print(f"chain of {n}: execsys run failed: {done.stderr.strip()[:300]}")
+            took = run_chain(Path(scratch), n, ["--store", url])
+            if took is None:
                 continue
             host, held = table_bytes(url, "public.%") - before, _checkpoint_bytes(url) - points
         before = table_bytes(url, "public.%")

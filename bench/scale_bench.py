@@ -122,27 +122,33 @@ def store_flag(db: Path) -> list[str]:
     return ["--store", f"sqlite:///{db}", "--json"]
 
 
+def run_chain(folder: Path, n: int, store: list[str]) -> float | None:
+    """Seconds of one ``execsys run`` of a chain of ``n`` steps in ``folder``; None if it failed."""
+    (folder / "steps.py").write_text(STEP)
+    (folder / "execsys.yaml").write_text('executors:\n  step: {python: "steps:step"}\n')
+    (folder / "chain.json").write_text(json.dumps(chain(n)))
+    started = time.perf_counter()
+    done = subprocess.run(
+        [EXECSYS, "run", "chain.json", "--config", "execsys.yaml", *store],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=folder,
+    )
+    if done.returncode != 0:
+        print(f"chain of {n}: execsys run failed: {done.stderr.strip()[:300]}")
+        return None
+    return time.perf_counter() - started
+
+
 def growth(lengths: list[int]) -> list[tuple[int, float, int, float]]:
     """(steps, seconds, store bytes, bytes per step) of ``execsys run`` on chains."""
     rows = []
     for n in lengths:
         with tempfile.TemporaryDirectory(prefix="execsys-scale-") as scratch:
-            folder = Path(scratch)
-            (folder / "steps.py").write_text(STEP)
-            (folder / "execsys.yaml").write_text('executors:\n  step: {python: "steps:step"}\n')
-            (folder / "chain.json").write_text(json.dumps(chain(n)))
-            db = folder / "state.db"
-            started = time.perf_counter()
-            done = subprocess.run(
-                [EXECSYS, "run", "chain.json", "--config", "execsys.yaml", *store_flag(db)],
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=scratch,
-            )
-            took = time.perf_counter() - started
-            if done.returncode != 0:
-                print(f"chain of {n}: execsys run failed: {done.stderr.strip()[:300]}")
+            db = Path(scratch) / "state.db"
+            took = run_chain(Path(scratch), n, store_flag(db))
+            if took is None:
                 continue
             size = file_sizes(db)[2]  # logical size: main file + WAL as a reader sees it
             rows.append((n, took, size, size / n))

@@ -114,17 +114,23 @@ def _rows(db: Path, thread: str) -> list[tuple[str, str, bytes]]:
         ]
 
 
-def test_a_long_chain_stores_deltas_that_decode_exactly(harness, tmp_path):
-    h = harness({"step": _ok})
-    saver = h.host.substrate.saver
+def recorded(codec: DeltaCodec) -> dict[str, Any]:
+    """Every checkpoint ``codec`` encodes from now on, by id, as LangGraph handed it over."""
     written: dict[str, Any] = {}
-    encode = saver.codec.encode
+    encode = codec.encode
 
     def recording(thread: str, ns: str, parent: str | None, checkpoint: Any, *rest: Any) -> Any:
         written[checkpoint["id"]] = private_copy(checkpoint)
         return encode(thread, ns, parent, checkpoint, *rest)
 
-    saver.codec.encode = recording
+    codec.encode = recording  # type: ignore[method-assign]
+    return written
+
+
+def test_a_long_chain_stores_deltas_that_decode_exactly(harness, tmp_path):
+    h = harness({"step": _ok})
+    saver = h.host.substrate.saver
+    written = recorded(saver.codec)
     delivery = make_delivery(_chain(120))
     assert h.run(delivery).status.value == "completed"
     rows = _rows(tmp_path / "state.db", delivery.delivery_id)

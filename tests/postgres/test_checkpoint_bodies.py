@@ -16,10 +16,10 @@ import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
 
 from contracts import ErrorCode, ExecsysError, LangGraphHostConfig
-from host.langgraph._delta import PREFIX, private_copy
+from host.langgraph._delta import PREFIX
 from runner import RunnerFactory
 from tests.host.harness import ScriptInvoker, graph_doc, make_delivery, reply
-from tests.host.test_checkpoint_deltas import _chain, _ok
+from tests.host.test_checkpoint_deltas import _chain, _ok, recorded
 from tests.support.memory_custody import MemoryCustody
 
 
@@ -50,14 +50,7 @@ def _config(thread: str, checkpoint: str | None = None) -> Any:
 def test_a_long_chain_stores_deltas_that_read_back_exactly(pg_url: str, tmp_path: Path) -> None:
     runner = _runner(pg_url, tmp_path / "w", {"step": _ok})
     saver = runner.host.substrate.saver
-    written: dict[str, Any] = {}
-    encode = saver.codec.encode
-
-    def recording(thread: str, ns: str, parent: str | None, checkpoint: Any, *rest: Any) -> Any:
-        written[checkpoint["id"]] = private_copy(checkpoint)
-        return encode(thread, ns, parent, checkpoint, *rest)
-
-    saver.codec.encode = recording
+    written = recorded(saver.codec)
     delivery = make_delivery(_chain(90))
     try:
         assert asyncio.run(runner.host.run(delivery)).status.value == "completed"
