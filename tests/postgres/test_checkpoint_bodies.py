@@ -178,3 +178,15 @@ def test_a_missing_parent_is_a_coded_error(pg_url: str, tmp_path: Path) -> None:
         assert caught.value.code is ErrorCode.STORE_UNREADABLE
     finally:
         cold.close()
+
+
+def test_retirement_deletes_the_bodies(pg_url: str, tmp_path: Path) -> None:
+    runner = _runner(pg_url, tmp_path, {"step": _ok})
+    delivery = make_delivery(_chain(5))
+    try:
+        assert asyncio.run(runner.host.run(delivery)).status.value == "completed"
+        assert _bodies(pg_url, delivery.delivery_id)
+        asyncio.run(runner.host.retire(delivery.delivery_id, "auth-1"))
+    finally:
+        runner.close()
+    assert _bodies(pg_url, delivery.delivery_id) == []
