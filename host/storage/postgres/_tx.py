@@ -378,8 +378,8 @@ PUT_RECORDS_SQL = (
 VALUES_MAX_ROWS = 64
 """Up to this many rows, a multi-row write lists them as ``VALUES`` of plain parameters.
 
-psycopg converts a plain parameter in C but an array in Python (about 20 us for a
-step's six blob columns against 4 us as values); past this many rows the statement
+psycopg converts a plain parameter in C but an array in Python (about 20 us for six
+columns of a few rows against 4 us as values); past this many rows the statement
 keeps one array per column, whose size does not grow the parameter count."""
 
 _JOURNAL_VALUES = "INSERT INTO execsys_journal (delivery, ordinal, digest, line) VALUES {rows}"
