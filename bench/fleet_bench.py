@@ -448,6 +448,11 @@ def _table(rows: list[dict[str, Any]]) -> None:
 def _peer_ratios(by: dict[str, dict[str, Any]]) -> None:
     ratio = by["host"]["ms/step"] / by["raw-langgraph"]["ms/step"]
     print(f"host per-step cost / raw LangGraph: {ratio:.2f}x (target <= 1.3x)")
+    cpu = {k: by[k]["ms/step"] * by[k]["cpu %"] / 100 for k in ("host", "raw-langgraph")}
+    print(
+        f"  CPU ms per step: host {cpu['host']:.2f}, raw {cpu['raw-langgraph']:.2f} "
+        f"({cpu['host'] / cpu['raw-langgraph']:.2f}x); the rest of each step waits on the server"
+    )
     if "dbos" in by:
         print(
             f"host steps/s / DBOS steps/s: "
