@@ -57,24 +57,32 @@ IDLE_CHECK_S = 1.0
 """A pooled connection idle longer than this is probed before it is handed out."""
 
 
-class _IdleProbe:
-    """Probe a pooled connection before reuse once it has been idle a while.
+class _ProbingPool(ConnectionPool[psycopg.Connection[DictRow]]):
+    """A pool that probes a connection before reuse once it has been idle a while.
 
     A server restart leaves every pooled connection broken, and the pool only
     learns so when one fails: without a probe the first transaction after the
     restart (a step's commit, say) fails. A connection used again within
     ``IDLE_CHECK_S`` is handed out as is, so a busy runner pays nothing; one
     that sat idle costs one empty round trip, and a broken one is replaced.
+
+    The time a connection comes back is noted in ``putconn``, on the caller's
+    thread. (The pool's own ``reset`` hook would do it too, but a pool with that
+    hook hands every returned connection to a worker thread: a thread switch per
+    statement, and a connection that is briefly not back when the next
+    statement asks for one.)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, conninfo: str, **kwargs: Any) -> None:
         self.returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+        super().__init__(conninfo, check=self.probe, **kwargs)
 
-    def reset(self, conn: psycopg.Connection[DictRow]) -> None:
-        """The pool got ``conn`` back: note when."""
+    def putconn(self, conn: psycopg.Connection[DictRow]) -> None:
+        """Note when ``conn`` came back, then return it to the pool."""
         self.returned[conn] = time.monotonic()
+        super().putconn(conn)
 
-    def check(self, conn: psycopg.Connection[DictRow]) -> None:
+    def probe(self, conn: psycopg.Connection[DictRow]) -> None:
         """Raise if ``conn``, idle a while, no longer reaches the server."""
         if time.monotonic() - self.returned.get(conn, 0.0) > IDLE_CHECK_S:
             ConnectionPool.check_connection(conn)
@@ -93,16 +101,13 @@ class PostgresStorage(PostgresGoalReads):
         self.url = url
         self.substrate_setup = substrate_setup
         """Creates the substrate's tables in :meth:`setup`'s transaction (the checkpointer's)."""
-        self._probe = _IdleProbe()
-        self.pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
+        self.pool: ConnectionPool[psycopg.Connection[DictRow]] = _ProbingPool(
             conninfo(url),
             min_size=1,
             max_size=POOL_SIZE,
             kwargs=SETTINGS,
             open=False,
             name="execsys",
-            check=self._probe.check,
-            reset=self._probe.reset,
         )
         self.pool.open(wait=False)
         self.archive = PostgresCustodyArchive(self)
