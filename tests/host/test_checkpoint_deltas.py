@@ -148,7 +148,9 @@ def test_a_long_chain_stores_deltas_that_decode_exactly(harness, tmp_path):
     assert full <= 2 * sum(len(r[2]) for r in deltas) + len(rows[0][2])
 
 
-def test_a_fresh_host_reads_and_continues_a_delta_stored_thread(harness):
+def asking_chain() -> tuple[dict[str, Any], Any]:
+    """A 30-node chain whose 16th node asks once, and that node's executor."""
+
     async def ask_once(request: Any) -> dict[str, Any]:
         if request.turn == 1:
             return {"status": "needs-input", "question": {"q": "go?"}, "session": "s"}
@@ -156,7 +158,11 @@ def test_a_fresh_host_reads_and_continues_a_delta_stored_thread(harness):
 
     nodes = _chain(30)["nodes"]
     nodes["s015"]["executor"] = "ask"
-    doc = graph_doc(nodes, "s000")
+    return graph_doc(nodes, "s000"), ask_once
+
+
+def test_a_fresh_host_reads_and_continues_a_delta_stored_thread(harness):
+    doc, ask_once = asking_chain()
     first = harness({"step": _ok, "ask": ask_once})
     delivery = make_delivery(doc)
     suspended = first.run(delivery)

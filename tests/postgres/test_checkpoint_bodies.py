@@ -18,8 +18,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from contracts import ErrorCode, ExecsysError, LangGraphHostConfig
 from host.langgraph._delta import PREFIX
 from runner import RunnerFactory
-from tests.host.harness import ScriptInvoker, graph_doc, make_delivery, reply
-from tests.host.test_checkpoint_deltas import _chain, _ok, recorded
+from tests.host.harness import ScriptInvoker, make_delivery
+from tests.host.test_checkpoint_deltas import _chain, _ok, asking_chain, recorded
 from tests.support.memory_custody import MemoryCustody
 
 
@@ -84,23 +84,10 @@ def test_a_long_chain_stores_deltas_that_read_back_exactly(pg_url: str, tmp_path
         cold.close()
 
 
-def _asking_chain() -> tuple[dict[str, Any], Any]:
-    """A 30-node chain whose 16th node asks once."""
-
-    async def ask_once(request: Any) -> dict[str, Any]:
-        if request.turn == 1:
-            return {"status": "needs-input", "question": {"q": "go?"}, "session": "s"}
-        return reply({"ok": True})
-
-    nodes = _chain(30)["nodes"]
-    nodes["s015"]["executor"] = "ask"
-    return graph_doc(nodes, "s000"), ask_once
-
-
 def test_a_fresh_runner_continues_a_suspended_delta_stored_thread(
     pg_url: str, tmp_path: Path
 ) -> None:
-    doc, ask_once = _asking_chain()
+    doc, ask_once = asking_chain()
     delivery = make_delivery(doc)
     custody = MemoryCustody()
     first = _runner(pg_url, tmp_path / "a", {"step": _ok, "ask": ask_once}, custody)
@@ -123,7 +110,7 @@ def test_a_thread_stored_in_the_stock_layout_reads_and_continues(
     pg_url: str, tmp_path: Path
 ) -> None:
     """A delivery suspended before decision 0155 (no bodies) is answered after it."""
-    doc, ask_once = _asking_chain()
+    doc, ask_once = asking_chain()
     delivery = make_delivery(doc)
     thread = delivery.delivery_id
     custody = MemoryCustody()
