@@ -24,6 +24,11 @@ of an ``executemany`` counts as one; in a pipeline several travel in one round t
 Also measured: bytes stored per 1,000 steps at two sizes (linear growth means the same
 figure at both) and the time from a lease's expiry to a stale writer being fenced.
 
+First, before anything counts statements, the marginal table (``bench/_fleet_marginal.py``):
+raw LangGraph and the Host on deliveries of ``--steps`` and ``--long-steps`` (3 x ``--steps``)
+steps in ``--rounds`` alternating rounds, which splits each side's cost into a step's marginal
+cost and a delivery's fixed cost. ``--marginal-only`` prints that table alone.
+
 Then the fleet rows (``serve xN``, see ``bench/_fleet_serve.py``): ``--fleet-deliveries``
 queued deliveries of ``--steps`` steps drained by 1, 2 and 4 ``execsys serve`` processes
 (``--fleet-processes``) on the same database, each process ``--fleet-concurrency`` deliveries
@@ -344,6 +349,11 @@ def main() -> None:
     parser.add_argument("--profile", type=Path)
     parser.add_argument("--host-only", action="store_true", help="the Host row alone")
     parser.add_argument("--chains", help="only the storage of chains of these lengths: 250,500")
+    parser.add_argument(
+        "--long-steps", type=int, help="the marginal table's longer deliveries (3 x --steps)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="the marginal table's rounds")
+    parser.add_argument("--marginal-only", action="store_true", help="only the marginal table")
     args = parser.parse_args()
     if not args.store:
         parser.error("--store postgresql://... (or EXECSYS_BENCH_POSTGRES) is required")
@@ -360,12 +370,16 @@ def main() -> None:
         code = Path(__file__).resolve().parent.parent
         print(f"host: {measured['ms/step']:.2f} ms/step, {cpu:.2f} CPU ms/step (code of {code})")
         return
+    folder = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    if not args.fleet_only:  # first: the statement counter below slows every statement
+        _marginal(url, folder, args)
+    if args.marginal_only:
+        return
     Statements.install()
     n, steps = args.deliveries, args.steps
     rows: list[dict[str, Any]] = []
     sizes: dict[str, list[tuple[int, int]]] = {}
     tag = str(int(time.time()))
-    folder = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
 
     def raw(count: int, suffix: str) -> dict[str, Any]:
         return asyncio.run(run_raw(url, count, steps, tag + suffix))
@@ -413,6 +427,14 @@ def main() -> None:
     if "serve x1" in by and "serve x2" in by:
         ratio = by["serve x2"]["deliveries/s"] / by["serve x1"]["deliveries/s"]
         print(f"2 processes / 1 process: {ratio:.2f}x deliveries/s (target >= 1.5x)")
+
+
+def _marginal(url: str, folder: Path, args: argparse.Namespace) -> None:
+    from bench._fleet_marginal import marginal_rows, print_marginal
+
+    long = args.long_steps or 3 * args.steps
+    rows = marginal_rows(url, folder, args.deliveries, args.steps, long, args.rounds)
+    print_marginal(rows, args.deliveries, args.rounds)
 
 
 def _fleet_rows(url: str, folder: Path, args: argparse.Namespace, steps: int) -> list[Any]:

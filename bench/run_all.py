@@ -37,7 +37,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "chain_step": (["--nodes", "300"], []),
     "lease": (["--rounds", "2"], []),
     "scale": (["--deliveries", "1000", "--reps", "2", "--chains", "250,500"], []),
-    "fleet": (["--fleet-deliveries", "10", "--deliveries", "10"], []),
+    "fleet": (["--fleet-deliveries", "10", "--deliveries", "10", "--rounds", "1"], []),
     "archive": (["--files", "500,2000"], []),
     "web": (["--deliveries", "1000", "--reps", "20"], []),
 }
