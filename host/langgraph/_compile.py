@@ -1,12 +1,23 @@
 """Compiling a control graph into a LangGraph graph, once per graph digest.
 
-The LangGraph graph has one node per control-graph node and no static edges
-between them: each handler returns ``Command(goto=...)`` naming exactly the
-successors the Host chose (route, selected branches, failure successor), so
-LangGraph never picks a path itself. ``START`` routes to whatever the resume
-input wakes (the start node on a new delivery, an answered action, a resolved
-wait). Delivery-specific context travels in the run config, so one compiled
-graph serves every delivery of the same graph.
+Two layouts (decision 0158), neither with static edges: each step returns
+``Command(goto=...)`` naming exactly the successors the Host chose (route,
+selected branches, failure successor), so LangGraph never picks a path itself.
+
+* A graph with a parallel node gets one LangGraph node per control-graph node:
+  selected branches run side by side in one super-step, and a barrier that
+  several branches reach in the same super-step runs once.
+* A graph without one never has more than one node scheduled at a time. It gets
+  a single LangGraph node, :data:`SOLE_NODE`, that runs whichever control node
+  the previous step scheduled (the ``scheduled`` channel) or the resume input
+  wakes. LangGraph's own per-step work walks every node and trigger channel that
+  has run (copying ``versions_seen``, checkpointing each channel, comparing
+  versions); with one node it stays the same size however long the delivery.
+
+``START`` routes to whatever the resume input wakes (the start node on a new
+delivery, an answered action, a resolved wait). Delivery-specific context
+travels in the run config, so one compiled graph serves every delivery of the
+same graph.
 """
 
 from __future__ import annotations
@@ -20,13 +31,15 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 
-from contracts import ControlGraph, graph_digest
+from contracts import ControlGraph, ErrorCode, ParallelNode, error, graph_digest
 from contracts._gc import collector_paused
 from host._context import CompiledGraphInfo, DeliveryContext
 from host._handlers import handle
 from host.langgraph._state import ThreadState
 
 CONTEXT_KEY = "__execsys_context"
+SOLE_NODE = "execsys"
+"""The one LangGraph node of a graph without parallel nodes."""
 _DIGEST_MEMO = 64
 
 
@@ -47,14 +60,66 @@ class _Step:
         return Command(update=result.update, goto=list(result.goto))
 
 
+class _SoleStep:
+    """The one node of a sequential graph: runs the control node scheduled or woken."""
+
+    async def __call__(self, state: dict[str, Any], config: RunnableConfig) -> Any:
+        ctx: DeliveryContext = config["configurable"][CONTEXT_KEY]
+        metadata = config.get("metadata") or {}
+        step = int(metadata.get("langgraph_step", 0))
+        node_id = sole_scheduled(state)
+        if node_id is None:
+            return Command(update={}, goto=[])
+        result = await handle(node_id, state, ctx, step)
+        scheduled: dict[str, Any] = {n: None for n in state.get("scheduled") or {}}
+        scheduled.update({n: 1 for n in result.goto})
+        if len(result.goto) > 1:
+            raise error(
+                ErrorCode.INTERNAL,
+                f"'{node_id}' scheduled {len(result.goto)} nodes in a graph without parallel nodes",
+                path=ctx.delivery.delivery_id,
+            )
+        update = {**result.update, "scheduled": scheduled} if scheduled else result.update
+        return Command(update=update, goto=[SOLE_NODE] if result.goto else [])
+
+
+def sole_scheduled(state: dict[str, Any]) -> str | None:
+    """The control node a sequential graph's one LangGraph node runs now, if any.
+
+    The resume input's wake comes first (an answer, a resolution, a directive);
+    otherwise the successor the previous step scheduled.
+    """
+    for channel in ("wake", "scheduled"):
+        names = sorted(state.get(channel) or {})
+        if len(names) > 1:
+            raise error(
+                ErrorCode.INTERNAL,
+                f"{len(names)} nodes in '{channel}' of a graph without parallel nodes",
+                path=",".join(names),
+            )
+        if names:
+            return str(names[0])
+    return None
+
+
 # Built once and shared by every node: a node given a runnable is taken as it is, where
 # a plain callable costs LangGraph a signature and type-hint inspection per node (about
 # two thirds of compiling a large graph).
 _NODE = RunnableCallable(None, _Step(), name="execsys_node", trace=False)
+_SOLE = RunnableCallable(None, _SoleStep(), name="execsys_node", trace=False)
 
 
 def _route_start(state: dict[str, Any]) -> list[str]:
     return sorted((state.get("wake") or {}).keys())
+
+
+def _route_start_sole(state: dict[str, Any]) -> list[str]:
+    return [SOLE_NODE] if state.get("wake") else []
+
+
+def is_sequential(graph: ControlGraph) -> bool:
+    """Whether ``graph`` gets the one-node layout (it has no parallel node)."""
+    return not any(isinstance(node, ParallelNode) for node in graph.nodes.values())
 
 
 class GraphCache:
@@ -70,6 +135,9 @@ class GraphCache:
         self._lock = threading.Lock()
         self.compiles = 0
         """How many graphs were compiled (a benchmark checks it stays at one per graph)."""
+        self.one_node = True
+        """Whether graphs without parallel nodes get the one-node layout (tests turn it off
+        to write threads as a release before decision 0158 did)."""
 
     def get(self, graph: ControlGraph) -> tuple[Any, CompiledGraphInfo]:
         """The compiled graph and its facts for ``graph``, compiling on first use."""
@@ -93,6 +161,10 @@ class GraphCache:
     def _compile(self, graph: ControlGraph) -> Any:
         with collector_paused():
             builder: Any = StateGraph(ThreadState)
+            if self.one_node and is_sequential(graph):
+                builder.add_node(SOLE_NODE, _SOLE, input_schema=ThreadState)
+                builder.add_conditional_edges(START, _route_start_sole, [SOLE_NODE])
+                return builder.compile(checkpointer=self.checkpointer)
             for node_id in graph.nodes:
                 builder.add_node(node_id, _NODE, input_schema=ThreadState)
             builder.add_conditional_edges(START, _route_start, list(graph.nodes))

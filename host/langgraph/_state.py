@@ -56,6 +56,8 @@ class ThreadState(TypedDict, total=False):
     """correlation id -> pending | answered | stale (refuses reuse of old answers)."""
     halted: Merged
     """node -> {status, code, message}: an activation blocked until a directive."""
+    scheduled: Merged
+    """One-node layout only: node -> 1 for the node the previous step scheduled."""
     wake: Merged
     """Input only: node -> what to hand the node when the thread is resumed."""
     savepoint: Merged

@@ -76,13 +76,17 @@ class LangGraphSubstrate:
     ) -> ThreadSnapshot:
         """The thread's state (latest, or at ``checkpoint``)."""
         graph, _ = self.graphs.get(delivery.graph)
+        from host.langgraph._compile import SOLE_NODE
+
         snapshot = await graph.aget_state(self._config(delivery, checkpoint=checkpoint))
+        values = dict(snapshot.values or {})
         # 'tasks', not 'next': a task whose writes were saved before the crash is
         # still pending although 'next' no longer lists it.
-        return ThreadSnapshot(
-            values=dict(snapshot.values or {}),
-            tasks=tuple(sorted({str(t.name) for t in snapshot.tasks})),
-        )
+        tasks = {str(t.name) for t in snapshot.tasks}
+        if SOLE_NODE in tasks:  # the one-node layout: the control node it was to run
+            tasks.discard(SOLE_NODE)
+            tasks |= set(values.get("wake") or {}) | set(values.get("scheduled") or {})
+        return ThreadSnapshot(values=values, tasks=tuple(sorted(tasks)))
 
     async def values(self, delivery: AdmittedDelivery) -> dict[str, Any]:
         """The thread's latest channel values, read from its checkpoint alone.
@@ -133,12 +137,15 @@ class LangGraphSubstrate:
         checkpoint: str | None = None,
     ) -> None:
         """Write an ``update`` checkpoint as the start node (a fork from ``checkpoint``)."""
+        from host.langgraph._compile import SOLE_NODE
+
         graph, _ = self.graphs.get(delivery.graph)
         did = delivery.delivery_id
         self.saver.tokens[did] = token
+        as_node = SOLE_NODE if SOLE_NODE in graph.nodes else delivery.graph.start
         try:
             config = self._config(delivery, checkpoint=checkpoint)
-            await graph.aupdate_state(config, update, as_node=delivery.graph.start)
+            await graph.aupdate_state(config, update, as_node=as_node)
         finally:
             self.saver.tokens.pop(did, None)
 
