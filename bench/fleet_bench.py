@@ -352,7 +352,7 @@ def main() -> None:
     parser.add_argument(
         "--long-steps", type=int, help="the marginal table's longer deliveries (3 x --steps)"
     )
-    parser.add_argument("--rounds", type=int, default=3, help="the marginal table's rounds")
+    parser.add_argument("--rounds", type=int, default=5, help="the marginal table's rounds")
     parser.add_argument("--marginal-only", action="store_true", help="only the marginal table")
     args = parser.parse_args()
     if not args.store:

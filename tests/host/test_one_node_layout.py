@@ -63,28 +63,32 @@ def test_langgraph_s_own_maps_do_not_grow_along_a_chain(harness):
     assert sizes[0] == sizes[1], sizes
 
 
-def test_a_thread_written_under_the_per_node_layout_is_answered_under_the_new_one(harness):
+@pytest.mark.parametrize("written_one_node", [False, True], ids=["old-to-new", "new-to-old"])
+def test_a_thread_written_under_one_layout_is_answered_under_the_other(harness, written_one_node):
+    # A store upgraded in place (old to new), or a fleet whose runners are upgraded one
+    # at a time, where an older runner picks up a newer runner's thread (new to old).
     doc, ask_once = asking_chain()
-    old = harness({"step": _ok, "ask": ask_once})
-    old.host.substrate.graphs.one_node = False
+    first = harness({"step": _ok, "ask": ask_once})
+    first.host.substrate.graphs.one_node = written_one_node
     delivery = make_delivery(doc)
-    assert old.run(delivery).status.value == "suspended"
-    compiled, _ = old.host.substrate.graphs.get(delivery.graph)
-    assert "s015" in compiled.nodes  # written as one LangGraph node per control node
-    old.close()
-    new = harness({"step": _ok, "ask": ask_once}, custody=old.custody)
-    report = new.host.status(delivery.delivery_id)
+    assert first.run(delivery).status.value == "suspended"
+    compiled, _ = first.host.substrate.graphs.get(delivery.graph)
+    assert ("s015" in compiled.nodes) is not written_one_node
+    first.close()
+    second = harness({"step": _ok, "ask": ask_once}, custody=first.custody)
+    second.host.substrate.graphs.one_node = not written_one_node
+    report = second.host.status(delivery.delivery_id)
     assert report.suspension is not None
     done = asyncio.run(
-        new.host.answer(delivery.delivery_id, report.suspension.correlation, {"go": True})
+        second.host.answer(delivery.delivery_id, report.suspension.correlation, {"go": True})
     )
     assert done.status.value == "completed"
-    events = new.events(delivery)
+    events = second.events(delivery)
     assert [e["node"] for e in events if e["transition"] == "work-completed"] == [
         *(f"s{i:03d}" for i in range(30)),
         "end",
     ]
-    assert verify_lines(new.host.journal_lines(delivery.delivery_id)).ok
+    assert verify_lines(second.host.journal_lines(delivery.delivery_id)).ok
 
 
 def test_the_one_node_runs_the_woken_node_first_and_never_guesses():
