@@ -71,14 +71,14 @@ class _SoleStep:
         if node_id is None:
             return Command(update={}, goto=[])
         result = await handle(node_id, state, ctx, step)
-        scheduled: dict[str, Any] = {n: None for n in state.get("scheduled") or {}}
-        scheduled.update({n: 1 for n in result.goto})
         if len(result.goto) > 1:
             raise error(
                 ErrorCode.INTERNAL,
                 f"'{node_id}' scheduled {len(result.goto)} nodes in a graph without parallel nodes",
                 path=ctx.delivery.delivery_id,
             )
+        scheduled: dict[str, Any] = {n: None for n in state.get("scheduled") or {}}
+        scheduled.update({n: 1 for n in result.goto})
         update = {**result.update, "scheduled": scheduled} if scheduled else result.update
         return Command(update=update, goto=[SOLE_NODE] if result.goto else [])
 

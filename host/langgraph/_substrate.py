@@ -75,9 +75,9 @@ class LangGraphSubstrate:
         self, delivery: AdmittedDelivery, checkpoint: str | None = None
     ) -> ThreadSnapshot:
         """The thread's state (latest, or at ``checkpoint``)."""
-        graph, _ = self.graphs.get(delivery.graph)
         from host.langgraph._compile import SOLE_NODE
 
+        graph, _ = self.graphs.get(delivery.graph)
         snapshot = await graph.aget_state(self._config(delivery, checkpoint=checkpoint))
         values = dict(snapshot.values or {})
         # 'tasks', not 'next': a task whose writes were saved before the crash is
@@ -136,7 +136,10 @@ class LangGraphSubstrate:
         token: int,
         checkpoint: str | None = None,
     ) -> None:
-        """Write an ``update`` checkpoint as the start node (a fork from ``checkpoint``)."""
+        """Write an ``update`` checkpoint (a fork from ``checkpoint``).
+
+        It is written as the start node, or as the one node of a one-node graph.
+        """
         from host.langgraph._compile import SOLE_NODE
 
         graph, _ = self.graphs.get(delivery.graph)
