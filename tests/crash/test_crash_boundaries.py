@@ -20,6 +20,10 @@ head, restoring), the phase's process is killed there, an operator issues
   completed wrote, nothing of an interrupted one;
 * no turn runs twice, except the continuation turn of an answered question
   whose step was cut short (same invocation and turn: its idempotency key).
+
+The scenario runs twice: as above (``spec.yaml``, one LangGraph node per control
+node) and with the same nodes in a row and no parallel node
+(``spec_sequential.yaml``, the one-node layout of decision 0158).
 """
 
 from __future__ import annotations
@@ -69,14 +73,14 @@ def _cli(root: Path, *args: str, fault: str = "") -> subprocess.CompletedProcess
     )
 
 
-def _prepare(root: Path) -> None:
+def _prepare(root: Path, spec: str = "spec.yaml") -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "execsys.yaml").write_text(
         "executors:\n"
         f"  planner: {{command: [{sys.executable}, {HERE / 'agents' / 'steps.py'}, planner]}}\n"
         f"  worker: {{command: [{sys.executable}, {HERE / 'agents' / 'steps.py'}, worker]}}\n"
     )
-    shutil.copy(HERE / "spec.yaml", root / "spec.yaml")
+    shutil.copy(HERE / spec, root / "spec.yaml")
     (root / "input.json").write_text('{"topic": "crash"}')
     (root / "answer.json").write_text('["a", "c"]')
     (root / "approval.json").write_text('{"approved": true}')
@@ -253,13 +257,19 @@ def _in_process(root: Path, phase: str) -> None:
 STARTING = {"run": None, "input": "suspended", "resolve": "waiting"}
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(
+    scope="module",
+    params=["spec.yaml", "spec_sequential.yaml"],
+    ids=["parallel", "sequential"],
+)
+def reference(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[str, Any]:
     """An uncrashed run, and a store snapshot at the start of each phase."""
     base = tmp_path_factory.mktemp("reference")
     snapshots: dict[str, Path] = {}
     root = base / "live"
-    _prepare(root)
+    _prepare(root, request.param)
     for phase in PHASES:
         snapshots[phase] = base / f"before-{phase}"
         shutil.copytree(root, snapshots[phase], symlinks=True)
@@ -279,7 +289,7 @@ _CUSTODY_WRITES = ("custody-validate", "custody-advance", "custody-restore")
 def _boundaries() -> list[tuple[str, str]]:
     kinds = [(kind, when) for kind in _STORE_WRITES for when in ("before", "after")]
     boundaries = [(phase, f"{kind}:{{k}}:{when}") for phase in PHASES for kind, when in kinds]
-    # Custody writes happen in the phase that runs the parallel branches.
+    # Custody writes happen in the phase that runs the workers (after the answer).
     boundaries += [
         ("input", f"{kind}:{{k}}:{when}")
         for kind in _CUSTODY_WRITES
