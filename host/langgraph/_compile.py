@@ -77,9 +77,12 @@ class _SoleStep:
                 f"'{node_id}' scheduled {len(result.goto)} nodes in a graph without parallel nodes",
                 path=ctx.delivery.delivery_id,
             )
-        scheduled: dict[str, Any] = {n: None for n in state.get("scheduled") or {}}
-        scheduled.update({n: 1 for n in result.goto})
-        update = {**result.update, "scheduled": scheduled} if scheduled else result.update
+        before = state.get("scheduled") or {}
+        after = {n: 1 for n in result.goto}
+        update = result.update
+        if after != before:  # a node that schedules itself again writes nothing here
+            scheduled = {n: None for n in before if n not in after} | after
+            update = {**update, "scheduled": scheduled}
         return Command(update=update, goto=[SOLE_NODE] if result.goto else [])
 
 
